@@ -1,0 +1,614 @@
+"""
+An autoregressive U-Net over raw bytes that learns where its token boundaries go, in one file.
+
+    bytes -> embed -> down layers -> gater -> downsampler -> mid layers -> upsampler -> up layers -> next byte
+                          |            (which bytes end     (one vector     (full attention  (each byte reads
+                          |             a chunk: 0/1)        per chunk)      over chunks)     its latest chunk)
+                          +-> early-exit head (a cheap next-byte guess; the RL reward is how much the rest helps)
+
+The byte layers attend over a sliding window of 64 bytes; the mid layers see one vector per chunk, about one in
+five bytes, so most of the compute is spent at chunk rate. The gater is trained by REINFORCE in train.py (the
+paper's method, `sequential`); the straight-through baselines (`hnet`, `nawrot`) and fixed boundaries (`uniform`,
+`equidistant`, `whitespace`, BPE through `gates=`) share the same model, so a comparison is one flag away.
+
+Departures from the paper's code (SPEC.md section 11), each on purpose:
+- exact integer RoPE positions (the reference rounds them to bf16), fp32 master weights with bf16 autocast;
+- the sequential gater's scan starts from the forced first gate and runs on the model's device;
+- a sliding window of 64 keys including the query itself (flash-attn's window_size=(63, 0)).
+
+References: Dauncey & Wattenhofer 2026 (arXiv 2602.13940, the method); Hwang et al. 2025, H-Net (arXiv 2507.07955);
+Nawrot et al. 2023, Dynamic Token Pooling (arXiv 2211.09761); Karpathy, nanoGPT (the shape of this code).
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+try:  # used only on CUDA; everything else goes through scaled_dot_product_attention
+    from flash_attn import flash_attn_func
+except ImportError:
+    flash_attn_func = None
+
+BOS = 256  # ids 0..255 are bytes, 256 opens every row; 257..319 pad the head to a multiple of 64 and are never sampled
+
+
+@dataclass
+class UNetConfig:
+    block_size: int = 1024      # bytes per row, BOS included
+    vocab_size: int = 320       # 256 bytes + BOS, padded to a multiple of 64
+    n_embd: int = 64            # width D of every level
+    n_head: int = 2             # heads; head size n_embd // n_head (64 in every paper size)
+    n_down: int = 1             # byte layers before the gater
+    n_mid: int = 2              # chunk layers
+    n_up: int = 1               # byte layers after the upsampler
+    window: int = 64            # keys a byte layer attends to, the query included
+    attn_softcap: float = 50.0  # scores s -> c*tanh(s/c) (Gemma 2); 0 turns it off and lets SDPA use fused kernels
+    gater: str = 'sequential'   # a key of GATERS
+    downsampler: str = 'select' # a key of DOWNSAMPLERS
+    upsampler: str = 'add'      # a key of UPSAMPLERS
+    rate: float = 0.2           # target fraction of bytes that end a chunk (1/5: about 5 bytes per chunk)
+    filter_size: int = 8        # sequential gater: w, the gate sees the byte state and the w-1 previous gates
+    gate_scale: float = 1 / 16  # sequential gater: logit = softcap(scale * filter + logit(rate))
+    gate_softcap: float = 6.0   # sequential gater: logit cap in train mode only (eval samples uncapped, as the paper)
+    nawrot_temp: float = 0.5    # nawrot gater: temperature of the relaxed Bernoulli
+
+
+PRESETS = {  # the paper's sizes (SPEC 7.3), head size 64; the name counts parameters with both heads
+    '18m':  dict(n_embd=384, n_head=6, n_down=2, n_mid=6, n_up=2),
+    '32m':  dict(n_embd=512, n_head=8, n_down=2, n_mid=6, n_up=2),
+    '40m':  dict(n_embd=512, n_head=8, n_down=4, n_mid=6, n_up=4),
+    '73m':  dict(n_embd=768, n_head=12, n_down=2, n_mid=6, n_up=2),
+    '90m':  dict(n_embd=768, n_head=12, n_down=4, n_mid=6, n_up=4),
+    '130m': dict(n_embd=768, n_head=12, n_down=2, n_mid=12, n_up=2),
+    '147m': dict(n_embd=768, n_head=12, n_down=4, n_mid=12, n_up=4),
+    '346m': dict(n_embd=1024, n_head=16, n_down=2, n_mid=20, n_up=2),  # 366M in fact, the paper's name
+}
+
+# -----------------------------------------------------------------------------
+# Transformer parts: one Gemma 2 decoder layer (pre- and post-norm around both sub-blocks, RoPE, GeGLU)
+
+class RMSNorm(nn.Module):
+    """ Gemma's RMSNorm: x / rms(x) * (1 + w), w starts at 0, computed in fp32 """
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * (1 + self.weight.float())).type_as(x)
+
+
+def rope(pos, head_dim):
+    """ cos, sin for rotate-half RoPE at float positions pos (..., T) -> (..., T, head_dim) each, theta 1e4 """
+    inv_freq = 10000 ** (-torch.arange(0, head_dim, 2, device=pos.device, dtype=torch.float32) / head_dim)
+    freqs = pos.float()[..., None] * inv_freq # exact integer positions (the reference rounds them to bf16)
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(q, cos, sin):
+    """ q (B, T, H, d); cos, sin (T, d) or (B, T, d) """
+    cos, sin = cos.unsqueeze(-2).to(q.dtype), sin.unsqueeze(-2).to(q.dtype) # broadcast over heads
+    q1, q2 = q.chunk(2, dim=-1)
+    return q * cos + torch.cat([-q2, q1], dim=-1) * sin
+
+
+def attention(q, k, v, window, softcap):
+    """ causal attention of q, k, v (B, T, H, d); each query sees at most `window` keys (itself included) if window """
+    B, T, H, d = q.shape
+    if flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
+        left = window - 1 if window else -1 # flash-attn counts keys to the left of the query
+        return flash_attn_func(q, k, v, causal=True, window_size=(left, 0), softcap=softcap)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v)) # (B, H, T, d)
+    i = torch.arange(T, device=q.device)
+    mask = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - (window or T)) # (T, T), True where allowed
+    if softcap: # SDPA has no softcap, so write the scores out (fine on a CPU; on a GPU install flash-attn)
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+        s = (softcap * torch.tanh(s / softcap)).masked_fill(~mask, float('-inf'))
+        y = F.softmax(s.float(), dim=-1).type_as(v) @ v
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return y.transpose(1, 2)
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config, window):
+        super().__init__()
+        self.n_head, self.window, self.softcap = config.n_head, window, config.attn_softcap
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).unbind(2) # (B, T, H, d) each
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        y = attention(q, k, v, self.window, self.softcap)
+        return self.c_proj(y.reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    """ GeGLU: c_proj(gelu_tanh(gate) * up), no biases """
+
+    def __init__(self, n_embd, hidden):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 2 * hidden, bias=False)
+        self.c_proj = nn.Linear(hidden, n_embd, bias=False)
+
+    def forward(self, x):
+        gate, up = self.c_fc(x).chunk(2, dim=-1)
+        return self.c_proj(F.gelu(gate, approximate='tanh') * up)
+
+
+class Block(nn.Module):
+    """ byte layers: sliding window, 1xD MLP; mid layers: full causal attention over chunks, 4xD MLP """
+
+    def __init__(self, config, window, mlp_mult):
+        super().__init__()
+        self.ln_1, self.ln_2 = RMSNorm(config.n_embd), RMSNorm(config.n_embd)
+        self.ln_3, self.ln_4 = RMSNorm(config.n_embd), RMSNorm(config.n_embd)
+        self.attn = CausalSelfAttention(config, window)
+        self.mlp = MLP(config.n_embd, mlp_mult * config.n_embd)
+
+    def forward(self, x, cos, sin):
+        x = x + self.ln_2(self.attn(self.ln_1(x), cos, sin))
+        x = x + self.ln_4(self.mlp(self.ln_3(x)))
+        return x
+
+# -----------------------------------------------------------------------------
+# Chunk index helpers. A gate g_t = 1 means byte t ENDS a chunk; g_0 = 1 always, so BOS is chunk 0 on its own.
+# Chunk k is the bytes (e_{k-1}, e_k], where e_k is the position of the k-th gate.
+
+def chunk_ids(gates):
+    """ chunk of each byte, c_t = sum_{j<t} g_j (exclusive cumsum):
+        gates 1 0 1 1 0 1 1 0 0 0 1 -> chunk_ids 0 1 1 2 3 3 4 5 5 5 5 """
+    return (gates.cumsum(-1) - gates).long()
+
+
+def read_ids(gates):
+    """ latest chunk complete at byte t, u_t = sum_{j<=t} g_j - 1; the only chunk byte t may read:
+        gates 1 0 1 1 0 1 1 0 0 0 1 -> read_ids 0 0 1 2 2 3 4 4 4 4 5 """
+    return (gates.cumsum(-1) - 1).long()
+
+
+def chunk_ends(gates):
+    """ positions e_k of the gates of each row, padded with 0 to S = the most chunks in the batch; and the counts:
+        gates [[1 0 1 1], [1 0 0 1]] -> ends [[0 2 3], [0 3 0]], n_chunks [3, 2] """
+    B, T = gates.shape
+    n_chunks = gates.sum(-1).long()                            # (B,)
+    S = int(n_chunks.max())                                    # the one host sync of a forward: S sizes the mid level
+    slot = torch.where(gates > 0, chunk_ids(gates), S)         # non-gates go to a spare slot S, dropped below
+    ends = torch.zeros(B, S + 1, dtype=torch.long, device=gates.device)
+    ends.scatter_(1, slot, torch.arange(T, device=gates.device).expand(B, T))
+    return ends[:, :S], n_chunks
+
+
+def gather(z, ids):
+    """ z (B, S, C), ids (B, T) -> z[b, ids[b, t]] (B, T, C) """
+    return torch.gather(z, 1, ids[..., None].expand(-1, -1, z.size(-1)))
+
+
+def discounted_returns(r, gamma):
+    """ G[:, t] = sum_k gamma**k * r[:, t+k], one matmul (no host sync, no scipy):
+        r 1 0 0 2, gamma 0.5 -> G 1.25 0.5 1 2 """
+    T = r.size(-1)
+    t = torch.arange(T, device=r.device)
+    lag = t[None, :] - t[:, None]                              # (T, T), lag[t, k] = k - t
+    W = torch.where(lag >= 0, gamma ** lag.clamp(min=0).to(r.dtype), 0.0)
+    return r @ W.T
+
+
+def hnet_ratio_loss(gates, probs, rate, mask=None):
+    """ H-Net's load-balancing loss N/(N-1) * ((1-F)(1-G) + (N-1) F G), N = 1/rate; minimum 1 at F = G = rate """
+    mask = torch.ones_like(probs) if mask is None else mask.to(probs.dtype)
+    N = 1 / rate
+    f = ((gates.detach() * mask).sum() / mask.sum())           # F: fraction of bytes that end a chunk, no gradient
+    g = (probs * mask).sum() / mask.sum()                      # G: mean boundary probability
+    return N / (N - 1) * ((1 - f) * (1 - g) + (N - 1) * f * g)
+
+# -----------------------------------------------------------------------------
+# Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, aux_loss, each (B, T) but aux_loss (scalar).
+# x is the down layers' output. With `gates` given they are prescribed (no sampling) and the policy is scored on
+# them. Gates are floats; only `nawrot` lets a gradient through them. The model forces both ends afterwards.
+
+def logit(p):
+    return math.log(p / (1 - p))
+
+
+class UniformGater(nn.Module):
+    """ the paper's 'Uniform' baseline: exactly round(rate*T) boundaries per row, both ends among them """
+
+    def __init__(self, config):
+        super().__init__()
+        self.rate = config.rate
+
+    def forward(self, x, idx, gates=None):
+        B, T = idx.shape
+        if gates is None:
+            u = torch.rand(B, T, device=idx.device)
+            u[:, [0, -1]] = 2.0                                # above any draw: the forced ends are always picked
+            top = u.topk(max(2, min(T, round(self.rate * T))), dim=-1).indices
+            gates = torch.zeros(B, T, device=idx.device).scatter_(1, top, 1.0)
+        probs = torch.full((B, T), self.rate, device=idx.device)
+        return probs.logit(), probs, gates, x.new_zeros(())
+
+
+class BernoulliGater(UniformGater):
+    """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies """
+
+    def forward(self, x, idx, gates=None):
+        probs = torch.full(idx.shape, self.rate, device=idx.device)
+        gates = torch.bernoulli(probs) if gates is None else gates
+        return probs.logit(), probs, gates, x.new_zeros(())
+
+
+class EquidistantGater(UniformGater):
+    """ a boundary every round(1/rate) bytes: 1 0 0 0 0 1 0 0 0 0 1 ... """
+
+    def forward(self, x, idx, gates=None):
+        t = torch.arange(idx.size(1), device=idx.device)
+        probs = (t % round(1 / self.rate) == 0).float().expand(idx.shape)
+        gates = probs if gates is None else gates
+        return 40 * probs - 20, probs, gates, x.new_zeros(())
+
+
+class WhitespaceGater(UniformGater):
+    """ a boundary at every whitespace byte (SpaceByte-like): a word's chunk vector is the space after it """
+
+    def forward(self, x, idx, gates=None):
+        space = torch.tensor([9, 10, 11, 12, 13, 32], device=idx.device)  # \t \n \v \f \r and ' '
+        probs = torch.isin(idx, space).float()
+        gates = probs if gates is None else gates
+        return 40 * probs - 20, probs, gates, x.new_zeros(())
+
+
+class LinearGater(nn.Module):
+    """ independent gates, p_t = sigmoid(w . x_t + b), trained by REINFORCE; starts at p = rate everywhere """
+
+    def __init__(self, config):
+        super().__init__()
+        self.proj = nn.Linear(config.n_embd, 1)
+        nn.init.zeros_(self.proj.weight)                       # the reference starts at p ~ 0.5; we start on target
+        nn.init.constant_(self.proj.bias, logit(config.rate))
+
+    def forward(self, x, idx, gates=None):
+        logits = self.proj(x).squeeze(-1).float()
+        probs = torch.sigmoid(logits)
+        gates = torch.bernoulli(probs.detach()) if gates is None else gates
+        return logits, probs, gates, x.new_zeros(())
+
+
+class SequentialGater(nn.Module):
+    """ the paper's gater: the gate at t sees x_t and the w-1 previous gates a_{t-w+1..t-1}:
+        logit_t = cap(scale * (V_t[w-1] + sum_{k=1}^{w-1} V_t[w-1-k] * a_{t-k}) + logit(rate)),  V = filter(x)
+        Sampling is a scan over t (on the model's device, vectorised over the batch); the log-probabilities for the
+        gradient are then recomputed in parallel with the sampled history teacher-forced. """
+
+    def __init__(self, config):
+        super().__init__()
+        self.w, self.scale, self.cap = config.filter_size, config.gate_scale, config.gate_softcap
+        self.bias = logit(min(config.rate, 0.999))
+        self.filter = nn.Linear(config.n_embd, config.filter_size)
+
+    def logits_of(self, V, history):
+        """ V (B, T, w), history (B, T, w-1) with history[:, t, i] = a_{t-w+1+i} -> logits (B, T) """
+        z = V[..., -1] + (V[..., :-1] * history).sum(-1)
+        y = self.scale * z + self.bias
+        return self.cap * torch.tanh(y / self.cap) if self.training and self.cap else y # capped in train mode only
+
+    @torch.no_grad()
+    def scan(self, V):
+        """ sample a_0..a_{T-1} one position at a time; a_0 = 1, the forced first gate, seeds the history """
+        B, T, w = V.shape
+        a = V.new_zeros(B, w - 1 + T)                          # a[:, w-1+t] = a_t, w-1 zeros before the row
+        a[:, w - 1] = 1.0
+        u = torch.rand(B, T, device=V.device)                  # all the draws at once, so the loop only compares
+        probs = V.new_ones(B, T)
+        for t in range(1, T):
+            probs[:, t] = torch.sigmoid(self.logits_of(V[:, t:t + 1], a[:, None, t:t + w - 1]))[:, 0]
+            a[:, w - 1 + t] = (u[:, t] < probs[:, t]).to(a.dtype)
+        return a, probs
+
+    def forward(self, x, idx, gates=None):
+        V = self.filter(x).float()                             # (B, T, w)
+        B, T, w = V.shape
+        if gates is None:
+            a, _ = self.scan(V)
+        else:
+            a = torch.cat([V.new_zeros(B, w - 1), gates.to(V.dtype)], dim=1)
+            a[:, w - 1] = 1.0                                  # the forced first gate, as in the scan
+        history = a.unfold(1, w - 1, 1)[:, :T] if w > 1 else V.new_zeros(B, T, 0) # (B, T, w-1), teacher forcing
+        logits = self.logits_of(V, history)
+        return logits, torch.sigmoid(logits), a[:, w - 1:], x.new_zeros(())
+
+
+class NawrotGater(nn.Module):
+    """ Dynamic Token Pooling's boundary predictor: MLP -> relaxed Bernoulli (Gumbel-sigmoid) -> hard 0/1 with a
+        straight-through gradient; aux_loss is the binomial prior -log Binomial(n_gates; T, rate) / T """
+
+    def __init__(self, config):
+        super().__init__()
+        self.rate, self.temp = config.rate, config.nawrot_temp
+        self.mlp = nn.Sequential(nn.Linear(config.n_embd, config.n_embd), nn.ReLU(), nn.Linear(config.n_embd, 1))
+
+    def forward(self, x, idx, gates=None):
+        logits = self.mlp(x).squeeze(-1).float()
+        probs = torch.sigmoid(logits) # once: Nawrot's supervised paths apply a second sigmoid; a deliberate fix here
+        if gates is None:
+            u = torch.rand_like(logits).clamp(1e-6, 1 - 1e-6)
+            soft = torch.sigmoid((logits + u.log() - (-u).log1p()) / self.temp) # relaxed Bernoulli sample
+            gates = (soft > 0.5).float() - soft.detach() + soft # forward 0/1, backward d soft
+        T = gates.size(1)
+        prior = torch.distributions.Binomial(total_count=T, probs=torch.tensor(self.rate, device=x.device))
+        aux_loss = -prior.log_prob(gates.sum(-1)).mean() / T
+        return logits, probs, gates, aux_loss
+
+
+class HNetGater(nn.Module):
+    """ H-Net's routing module: p_t = (1 - cos(W_q x_{t-1}, W_k x_t)) / 2, p_0 = 1, boundary where p_t > 0.5;
+        W_q = W_k = I at init, so a boundary is where consecutive states point apart. aux_loss is the ratio loss. """
+
+    def __init__(self, config):
+        super().__init__()
+        self.rate = config.rate
+        self.q_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        self.k_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        for lin in (self.q_proj, self.k_proj):
+            nn.init.eye_(lin.weight)
+
+    def forward(self, x, idx, gates=None):
+        x = x.float()
+        cos = F.cosine_similarity(self.q_proj(x[:, :-1]), self.k_proj(x[:, 1:]), dim=-1)
+        probs = F.pad(((1 - cos) / 2).clamp(0, 1), (1, 0), value=1.0) # (B, T); H-Net says "starts", we say "ends"
+        gates = (probs > 0.5).float() if gates is None else gates     # deterministic; the gradient comes via probs
+        logits = probs.clamp(1e-6, 1 - 1e-6).logit()
+        return logits, probs, gates, hnet_ratio_loss(gates, probs, self.rate)
+
+
+GATERS = {
+    'uniform': UniformGater,         # exactly round(rate*T) random boundaries (the paper's Uniform)
+    'bernoulli': BernoulliGater,     # i.i.d. Bernoulli(rate)
+    'equidistant': EquidistantGater, # every round(1/rate) bytes
+    'whitespace': WhitespaceGater,   # at every whitespace byte
+    'linear': LinearGater,           # independent learned gates, REINFORCE
+    'sequential': SequentialGater,   # the paper's method: gates conditioned on the previous w-1 gates, REINFORCE
+    'nawrot': NawrotGater,           # Gumbel-sigmoid + straight-through (Nawrot et al. 2023)
+    'hnet': HNetGater,               # cosine router, trained through the smoothing upsampler (Hwang et al. 2025)
+}
+
+# -----------------------------------------------------------------------------
+# Downsamplers: (x (B, T, C), gates (B, T), ends (B, S)) -> z (B, S, C), zpos (B, S) RoPE positions of the chunks.
+# Chunk k may only summarise bytes <= e_k; padded slots (k >= n_chunks) sit at the end of a row, where the causal
+# mid layers keep them from ever reaching a real chunk.
+
+class SelectDownsampler(nn.Module):
+    """ a chunk is the state of its last byte: z_k = x[e_k] (also H-Net's chunk layer) """
+
+    def __init__(self, config):
+        super().__init__()
+
+    def forward(self, x, gates, ends):
+        return gather(x, ends), ends
+
+
+class MeanDownsampler(SelectDownsampler):
+    """ a chunk is the mean of its bytes: z_k = mean x over (e_{k-1}, e_k] """
+
+    def forward(self, x, gates, ends):
+        B, T, C = x.shape
+        ids = chunk_ids(gates)                                 # (B, T), at most n_chunks - 1: the last gate is forced
+        z = x.new_zeros(B, ends.size(1), C).scatter_add_(1, ids[..., None].expand(B, T, C), x)
+        n = x.new_zeros(B, ends.size(1)).scatter_add_(1, ids, x.new_ones(B, T))
+        return z / n.clamp(min=1)[..., None], ends
+
+
+def nawrot_onehot(gates, n):
+    """ one-hot (B, T, n) of each byte's chunk id, 1 - (k - c_t) at k = c_t: the value is 1 but the gradient reaches
+        the gates through the cumsum (Nawrot et al.'s trick: the pooling itself trains the boundary predictor) """
+    f = torch.arange(n, device=gates.device) - (gates.cumsum(-1) - gates)[..., None] # (B, T, n), 0 at k = c_t
+    return torch.where(f.detach() == 0, 1 - f, 0.0)
+
+
+class NawrotDownsampler(SelectDownsampler):
+    """ mean pooling with differentiable weights, then a learned null group in front and the last chunk dropped:
+        mid slot j holds chunk j-1, so byte t later reads slot c_t, the chunk that closed before it """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.null = nn.Parameter(torch.randn(config.n_embd) * 0.02)
+
+    def forward(self, x, gates, ends):
+        B, T, C = x.shape
+        A = nawrot_onehot(gates.float(), ends.size(1))         # (B, T, S)
+        A = A / (A.sum(1, keepdim=True) + 1e-9)                # mean over each chunk's bytes
+        z = (A.transpose(1, 2) @ x.float()).type_as(x)         # (B, S, C)
+        z = torch.cat([self.null.to(x.dtype).expand(B, 1, C), z[:, :-1]], dim=1)
+        zpos = F.pad(ends[:, :-1] + 1, (1, 0))                 # a chunk's position: the first byte that reads it
+        return z, zpos
+
+
+DOWNSAMPLERS = {
+    'select': SelectDownsampler,  # the state at the chunk's last byte (the paper's method)
+    'mean': MeanDownsampler,      # the mean over the chunk
+    'nawrot': NawrotDownsampler,  # mean with differentiable weights and a null group (Nawrot et al.)
+    'hnet': SelectDownsampler,    # H-Net's chunk layer is a select of the boundary bytes
+}
+
+# -----------------------------------------------------------------------------
+# Upsamplers: (x, z, zo, gates, probs, ends) -> y (B, T, C), with x the down layers' output, z the downsampler's
+# output and zo the mid layers' output. The no-leak rule: byte t reads only chunks that closed at or before t.
+
+class AddUpsampler(nn.Module):
+    """ y_t = x_t + zo[u_t], u_t = read_ids: the latest chunk that closed at or before t """
+
+    def __init__(self, config):
+        super().__init__()
+
+    def forward(self, x, z, zo, gates, probs, ends):
+        return x + gather(zo, read_ids(gates))
+
+
+class DeviationUpsampler(AddUpsampler):
+    """ y_t = x_t + (zo - z)[u_t]: only what the mid layers changed is added back """
+
+    def forward(self, x, z, zo, gates, probs, ends):
+        return x + gather(zo - z, read_ids(gates))
+
+
+class NawrotUpsampler(AddUpsampler):
+    """ y_t = x_t + zo[c_t]: slot c_t holds the chunk before byte t's own (see NawrotDownsampler), differentiable """
+
+    def forward(self, x, z, zo, gates, probs, ends):
+        W = nawrot_onehot(gates.float(), zo.size(1))           # (B, T, S)
+        return x + (W @ zo.float()).type_as(x)
+
+
+def ema_scan(z, p):
+    """ z_bar_k = p_k z_k + (1 - p_k) z_bar_{k-1}, z_bar_{-1} = 0, for z (B, S, C), p (B, S), as one matmul:
+        z_bar_k = sum_{j<=k} p_j z_j prod_{j<i<=k} (1 - p_i); in fp32 (the reference runs it in bf16) """
+    logq = torch.log1p(-p.float()).cumsum(-1)                  # (B, S), sum_{i<=k} log(1 - p_i)
+    seg = logq[:, :, None] - logq[:, None, :]                  # (B, S, S), [k, j] = sum_{j<i<=k} log(1 - p_i)
+    S = p.size(1)
+    causal = torch.ones(S, S, dtype=torch.bool, device=p.device).tril()
+    W = torch.where(causal, seg, float('-inf')).exp() * p.float()[:, None, :]
+    return (W @ z.float()).type_as(z)
+
+
+class HNetUpsampler(AddUpsampler):
+    """ H-Net's dechunk: smooth the chunk outputs with an EMA gated by the boundary probabilities, hand each byte its
+        latest chunk, scale by the straight-through confidence (1 forward, d confidence backward), add a projection
+        of x that starts at zero """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.residual_proj = nn.Linear(config.n_embd, config.n_embd)
+        nn.init.zeros_(self.residual_proj.weight)
+        nn.init.zeros_(self.residual_proj.bias)
+
+    def forward(self, x, z, zo, gates, probs, ends):
+        p_chunk = torch.gather(probs, 1, ends).clamp(1e-4, 1 - 1e-4) # (B, S), p at each chunk's gate byte
+        y = gather(ema_scan(zo, p_chunk), read_ids(gates))
+        conf = torch.where(gates > 0, probs, 1 - probs)        # confidence in the decision taken at t
+        ste = 1 + conf - conf.detach()                         # value 1, gradient of conf
+        return self.residual_proj(x) + y * ste[..., None].to(y.dtype)
+
+
+UPSAMPLERS = {
+    'add': AddUpsampler,             # x + the latest chunk's mid output (the paper's method)
+    'deviation': DeviationUpsampler, # x + what the mid layers changed in the latest chunk
+    'nawrot': NawrotUpsampler,       # x + the chunk before byte t's own, differentiable in the gates
+    'hnet': HNetUpsampler,           # EMA-smoothed chunks, straight-through confidence, zero-init residual
+}
+
+# -----------------------------------------------------------------------------
+# The U-Net
+
+class ByteUNet(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0 and (config.n_embd // config.n_head) % 2 == 0
+        if (config.downsampler == 'nawrot') != (config.upsampler == 'nawrot'): # select + nawrot-up would leak
+            raise ValueError(f"downsampler '{config.downsampler}' with upsampler '{config.upsampler}': the nawrot "
+                             "pair shifts chunks by one slot together, so use both or neither")
+        for name, table in (('gater', GATERS), ('downsampler', DOWNSAMPLERS), ('upsampler', UPSAMPLERS)):
+            if getattr(config, name) not in table:
+                raise ValueError(f"unknown {name} '{getattr(config, name)}'; choose one of {', '.join(table)}")
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        nn.init.normal_(self.wte.weight)                       # N(0, 1), no sqrt(D) scale, as the paper's code
+        self.down = nn.ModuleList([Block(config, config.window, 1) for _ in range(config.n_down)])
+        self.mid = nn.ModuleList([Block(config, 0, 4) for _ in range(config.n_mid)])
+        self.up = nn.ModuleList([Block(config, config.window, 1) for _ in range(config.n_up)])
+        self.gater = GATERS[config.gater](config)              # only the chosen variants are built
+        self.downsampler = DOWNSAMPLERS[config.downsampler](config)
+        self.upsampler = UPSAMPLERS[config.upsampler](config)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size) # no final norm before either head, as the paper
+        self.early_head = nn.Linear(config.n_embd, config.vocab_size)
+        self.early_head.load_state_dict(self.lm_head.state_dict()) # starts as a copy, trained separately
+
+    def get_num_params(self, non_embedding=False):
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.wte.weight.numel() if non_embedding else n
+
+    def forward(self, idx, gates=None):
+        B, T = idx.shape
+        assert T <= self.config.block_size, f"row of {T} bytes, block_size is {self.config.block_size}"
+        hd = self.config.n_embd // self.config.n_head
+        cos, sin = rope(torch.arange(T, device=idx.device), hd)
+        x = self.wte(idx)                                      # (B, T, C)
+        for block in self.down:
+            x = block(x, cos, sin)
+        early_logits = self.early_head(x)                      # (B, T, vocab), the early exit
+        gate_logits, gate_probs, g, aux_loss = self.gater(x, idx, gates)
+        forced = torch.zeros(T, dtype=torch.bool, device=idx.device)
+        forced[[0, -1]] = True                                 # the first byte and the last end a chunk, always
+        g = torch.where(forced, 1.0, g.float())                # still carries nawrot's straight-through gradient
+        gate_probs = torch.where(forced, 1.0, gate_probs)      # constants there: no gradient, log pi = 0
+        gate_logits = torch.where(forced, 100.0, gate_logits)
+        ends, n_chunks = chunk_ends(g.detach())                # (B, S)
+        z, zpos = self.downsampler(x, g, ends)                 # (B, S, C), (B, S)
+        zcos, zsin = rope(zpos, hd)
+        zo = z
+        for block in self.mid:
+            zo = block(zo, zcos, zsin)
+        y = self.upsampler(x, z, zo, g, gate_probs, ends)      # (B, T, C)
+        for block in self.up:
+            y = block(y, cos, sin)
+        logits = self.lm_head(y)
+        return dict(logits=logits, early_logits=early_logits, gates=g.detach().long(), gate_logits=gate_logits,
+                    gate_probs=gate_probs, aux_loss=aux_loss, n_chunks=n_chunks)
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+        """ AdamW; decay on matrices and the embedding, none on norms and biases (nanoGPT's split; the paper's code
+            decays everything with 0.01) """
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [{'params': [p for p in params if p.dim() >= 2], 'weight_decay': weight_decay},
+                  {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0}]
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda')
+
+    def flops_per_byte(self):
+        """ training FLOPs per byte: 6 per weight and byte at byte level, 6 per mid weight and chunk (rate chunks per
+            byte), plus attention scores (12 * layers * D * keys seen, a window at byte level) """
+        cfg = self.config
+        n_mid = sum(p.numel() for p in self.mid.parameters())
+        n_byte = self.get_num_params(non_embedding=True) - n_mid
+        T, S = cfg.block_size, cfg.block_size * cfg.rate
+        attn_byte = 12 * (cfg.n_down + cfg.n_up) * cfg.n_embd * min(cfg.window or T, T)
+        attn_mid = 12 * cfg.n_mid * cfg.n_embd * S / 2 * cfg.rate # causal: a chunk sees S/2 chunks on average
+        return 6 * n_byte + 6 * n_mid * cfg.rate + attn_byte + attn_mid
+
+    def estimate_mfu(self, bytes_per_sec, peak_flops=989e12):
+        """ model flops utilization against a peak (default: H100 bf16 dense, 989 TFLOP/s) """
+        return self.flops_per_byte() * bytes_per_sec / peak_flops
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        """ sample max_new_tokens bytes after idx (B, T0); return them (B, max_new_tokens) and the gates of the whole
+            sequence (its last block_size - 1 bytes if longer). The prefix is re-run each step (no cache), and gates
+            are re-sampled each step; a placeholder byte at the end takes the forced last gate, so the newest real
+            byte's gate is sampled as in training. """
+        pad = torch.full_like(idx[:, :1], BOS)
+        for _ in range(max_new_tokens):
+            ctx = torch.cat([idx[:, -(self.config.block_size - 1):], pad], dim=1)
+            logits = self(ctx)['logits'][:, -2, :256] / temperature # bytes only: BOS and the padding ids never
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float('inf')
+            idx = torch.cat([idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)], dim=1)
+        ctx = torch.cat([idx[:, -(self.config.block_size - 1):], pad], dim=1)
+        return idx[:, idx.size(1) - max_new_tokens:], self(ctx)['gates'][:, :-1]
+
+
+def encode(text):
+    """ 'hi' -> [256, 104, 105]: BOS, then the UTF-8 bytes """
+    return [BOS] + list(text.encode('utf-8'))
+
+
+def decode(ids):
+    """ bytes back to text, specials dropped, invalid UTF-8 replaced """
+    return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode('utf-8', errors='replace')

@@ -1,0 +1,104 @@
+"""
+Tests for configurator.py: defaults, then config files, then --key=value flags, last one wins, and every
+mistake exits with a one-line SystemExit naming what was wrong. Each test execs the configurator into a
+dict that stands in for train.py's globals(), with sys.argv patched.
+Run: python -m pytest -q tests/test_configurator.py
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_configurator(monkeypatch, argv, **defaults):
+    ns = dict(defaults)  # stands in for train.py's globals()
+    monkeypatch.setattr(sys, 'argv', ['train.py', *argv])
+    exec(open(os.path.join(ROOT, 'configurator.py')).read(), ns)
+    return ns
+
+
+def exits_with(monkeypatch, argv, **defaults):
+    with pytest.raises(SystemExit) as e:
+        run_configurator(monkeypatch, argv, **defaults)
+    return str(e.value)
+
+
+def test_flag_overrides_default(monkeypatch, capsys):
+    ns = run_configurator(monkeypatch, ['--batch_size=4', '--compile=False'], batch_size=12, compile=True)
+    assert ns['batch_size'] == 4 and ns['compile'] is False
+    assert 'Overriding: batch_size = 4' in capsys.readouterr().out
+
+
+def test_config_file_then_flags_last_wins(monkeypatch, tmp_path, capsys):
+    cfg = tmp_path / 'cfg.py'
+    cfg.write_text("batch_size = 8\nout_dir = 'out-cfg'\n")
+    ns = run_configurator(monkeypatch, [str(cfg), '--batch_size=2'], batch_size=12, out_dir='out')
+    assert ns['batch_size'] == 2 and ns['out_dir'] == 'out-cfg'
+    ns = run_configurator(monkeypatch, ['--batch_size=2', str(cfg)], batch_size=12, out_dir='out')
+    assert ns['batch_size'] == 8  # a config file after a flag overrides it again
+    assert f'Overriding config with {cfg}:' in capsys.readouterr().out
+
+
+def test_missing_config_file_names_it(monkeypatch):
+    assert 'config/nope.py' in exits_with(monkeypatch, ['config/nope.py'], batch_size=12)
+
+
+def test_unknown_key_names_it_and_lists_only_config_keys(monkeypatch):
+    msg = exits_with(monkeypatch, ['--bach_size=4'], batch_size=12, lr=1e-3, os=os, _private=1, f=len)
+    assert "'bach_size'" in msg and msg.endswith('valid keys: batch_size, lr')
+    assert 'os' in exits_with(monkeypatch, ['--os=1'], os=os)  # modules, functions, _names are not keys
+
+
+@pytest.mark.parametrize('arg, defaults', [('--batch_size=abc', {'batch_size': 12}),
+                                           ('--compile=3', {'compile': True}),
+                                           ('--lr=True', {'lr': 1e-3})])
+def test_wrong_type_names_key_value_and_types(monkeypatch, arg, defaults):
+    msg = exits_with(monkeypatch, [arg], **defaults)
+    key, val = arg[2:].split('=')
+    old = defaults[key]
+    assert key in msg and val in msg and f'expects {type(old).__name__}' in msg
+
+
+def test_int_accepted_for_float(monkeypatch):
+    lr = run_configurator(monkeypatch, ['--lr=1'], lr=1e-3)['lr']
+    assert lr == 1.0 and type(lr) is float
+
+
+def test_none_default_takes_any_type(monkeypatch):
+    assert run_configurator(monkeypatch, ['--seed=x'], seed=None)['seed'] == 'x'
+    assert run_configurator(monkeypatch, ['--seed=3'], seed=None)['seed'] == 3
+    assert run_configurator(monkeypatch, ['--seed=3', '--seed=None'], seed=None)['seed'] is None
+
+
+def test_types_checked_against_script_default(monkeypatch, tmp_path):
+    cfg = tmp_path / 'cfg.py'
+    cfg.write_text("seed = 3\nlr = 1\n")  # a config file may set a None default, or an int for a float
+    ns = run_configurator(monkeypatch, [str(cfg), '--seed=x', '--lr=0.5'], seed=None, lr=1e-3)
+    assert ns['seed'] == 'x' and ns['lr'] == 0.5
+
+
+def test_bare_flag_sets_bool_true(monkeypatch):
+    assert run_configurator(monkeypatch, ['--compile'], compile=False)['compile'] is True
+
+
+def test_bare_flag_for_non_bool_is_an_error(monkeypatch):
+    assert '--batch_size=VALUE' in exits_with(monkeypatch, ['--batch_size'], batch_size=12)
+    msg = exits_with(monkeypatch, ['--batch_size', '32'], batch_size=12)
+    assert "use --batch_size=32, not '--batch_size 32'" in msg
+
+
+def test_value_keeps_everything_after_first_equals(monkeypatch):
+    assert run_configurator(monkeypatch, ['--start=a=b'], start='\n')['start'] == 'a=b'
+    assert run_configurator(monkeypatch, ['--start=FILE:p.txt'], start='\n')['start'] == 'FILE:p.txt'
+
+
+def test_error_is_one_line_without_traceback():
+    # as a user sees it: `python train.py --bach_size=4` (train.py execs configurator.py from the repo root)
+    code = "batch_size = 12\nexec(open('configurator.py').read())"
+    r = subprocess.run([sys.executable, '-c', code, '--bach_size=4'], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr
+    assert r.stderr.strip().splitlines() == ["configurator: unknown config key 'bach_size' (from --bach_size=4); "
+                                             "valid keys: batch_size"]
