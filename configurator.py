@@ -28,6 +28,10 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
         print(f"Overriding config with {_arg}:")
         print(_src)
         exec(_src, globals())
+        _typos = [k for k, v in globals().items() if k not in _defaults and not k.startswith('_')
+                  and not callable(v) and not isinstance(v, type(sys))]
+        if _typos:  # a misspelled key in a config file would otherwise be silently ignored
+            raise SystemExit(f"configurator: config file '{_arg}' sets unknown key(s) {', '.join(_typos)}")
         continue
     _key, _eq, _val = _arg[2:].partition('=')  # split at the first '=' only: --start=a=b gives 'a=b'
     _keys = sorted(k for k, v in globals().items()
@@ -47,6 +51,8 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
         _new = literal_eval(_val)  # bool, number, None, tuple, quoted string ...
     except (SyntaxError, ValueError, TypeError):
         _new = _val  # ... anything else is a plain string
+    if type(_old) is str and type(_new) is not str:
+        _new = _val  # --out_dir=2024 is the string '2024'
     if type(_old) is float and type(_new) is int:
         _new = float(_new)  # --learning_rate=1 means 1.0
     if _old is not None and type(_new) is not type(_old):  # a None default takes any type

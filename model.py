@@ -33,6 +33,7 @@ except ImportError:
     flash_attn_func = None
 
 BOS = 256  # ids 0..255 are bytes, 256 opens every row; 257..319 pad the head to a multiple of 64 and are never sampled
+WHITESPACE = (9, 10, 11, 12, 13, 32)  # \t \n \v \f \r and ' ': the whitespace gater and the ws_boundary metric
 
 
 @dataclass
@@ -260,8 +261,7 @@ class WhitespaceGater(UniformGater):
     """ a boundary at every whitespace byte (SpaceByte-like): a word's chunk vector is the space after it """
 
     def forward(self, x, idx, gates=None):
-        space = torch.tensor([9, 10, 11, 12, 13, 32], device=idx.device)  # \t \n \v \f \r and ' '
-        probs = torch.isin(idx, space).float()
+        probs = torch.isin(idx, torch.tensor(WHITESPACE, device=idx.device)).float()
         gates = probs if gates is None else gates
         return 40 * probs - 20, probs, gates, x.new_zeros(())
 
@@ -602,6 +602,11 @@ class ByteUNet(nn.Module):
             idx = torch.cat([idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)], dim=1)
         ctx = torch.cat([idx[:, -(self.config.block_size - 1):], pad], dim=1)
         return idx[:, idx.size(1) - max_new_tokens:], self(ctx)['gates'][:, :-1]
+
+
+def next_byte_nll(logits, idx):
+    """ nats of predicting idx[:, t+1] at position t, (B, T-1), in fp32 """
+    return F.cross_entropy(logits[:, :-1].float().transpose(1, 2), idx[:, 1:], reduction='none')
 
 
 def encode(text):

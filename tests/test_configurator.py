@@ -102,3 +102,14 @@ def test_error_is_one_line_without_traceback():
     assert r.returncode == 1 and 'Traceback' not in r.stderr
     assert r.stderr.strip().splitlines() == ["configurator: unknown config key 'bach_size' (from --bach_size=4); "
                                              "valid keys: batch_size"]
+
+
+def test_config_file_with_unknown_key_names_it(monkeypatch, tmp_path):
+    cfg = tmp_path / 'typo.py'
+    cfg.write_text("batch_size = 4\nlearnig_rate = 1e-3\n")
+    with pytest.raises(SystemExit, match=r"typo\.py.*learnig_rate"):
+        run_configurator(monkeypatch, [str(cfg)], batch_size=12, learning_rate=6e-4)
+
+
+def test_string_key_keeps_numeric_looking_value(monkeypatch):
+    assert run_configurator(monkeypatch, ["--out_dir=2024"], out_dir='out')['out_dir'] == '2024'
