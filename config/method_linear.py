@@ -1,0 +1,13 @@
+# independent learned gates trained by REINFORCE (the paper's 'linear' run, with its default weights)
+gater = 'linear'
+downsampler = 'select'
+upsampler = 'deviation'
+pg_weight = 1.0
+gamma = 0.99
+early_exit_reward = True
+batch_baseline = True
+rate_loss = 'ours'
+rate_weight = 2.0
+rate_target = 0.2
+early_weight = 0.0 # as the paper's run: the early head is not trained, yet it is the reward's baseline (SPEC 11, 14)
+aux_weight = 0.0

@@ -1,0 +1,11 @@
+# Dynamic Token Pooling (Nawrot et al. 2023): Gumbel-sigmoid boundaries trained straight through the pooling
+gater = 'nawrot'
+downsampler = 'nawrot'
+upsampler = 'nawrot'
+nawrot_temp = 0.5
+pg_weight = 0.0
+rate_loss = 'ours' # the paper's run held the rate with its own loss at weight 2 (SPEC 7.7) ...
+rate_weight = 2.0
+rate_target = 0.2
+aux_weight = 0.0 # ... not Nawrot's binomial prior, which is the model's aux_loss: --aux_weight=1 --rate_weight=0 for that
+early_weight = 0.0

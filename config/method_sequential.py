@@ -1,0 +1,15 @@
+# the paper's method: the sequential gater trained by REINFORCE with discounting (configs/runs/sequential.json)
+gater = 'sequential'
+downsampler = 'select'
+upsampler = 'add'
+filter_size = 8 # w: the gate sees the 7 previous gates
+gate_scale = 1 / 16
+pg_weight = 0.01 # lambda_pi
+gamma = 0.99
+early_exit_reward = True # r = CE_early - CE
+batch_baseline = True
+rate_loss = 'ours'
+rate_weight = 0.01 # lambda_c
+rate_target = 0.2
+early_weight = 0.1 # lambda_e
+aux_weight = 0.0

@@ -1,0 +1,16 @@
+# the paper's 18M model (18.7M parameters) and its budget (SPEC 7.3); combined with a method_*.py file
+dataset = 'fineweb'
+block_size = 4096 # BOS + the first 4095 bytes of each document
+n_embd = 384
+n_head = 6
+n_down = 2
+n_mid = 6
+n_up = 2
+batch_size = 4 # rows per GPU and micro-step
+gradient_accumulation_steps = 8 # over all GPUs: 32 rows of 4096 bytes per step, e.g. 8 GPUs x 4 rows x 1
+learning_rate = 0.0036
+max_iters = 6332 # 8.3e+08 bytes / (32 * 4096)
+lr_decay_iters = 6332
+warmup_iters = 473 # 6.2e+07 bytes
+eval_interval = 100
+eval_iters = 64 # the 256 val documents

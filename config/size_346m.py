@@ -1,0 +1,16 @@
+# the paper's 346M model (366M parameters) and its budget (SPEC 7.3); combined with a method_*.py file
+dataset = 'fineweb'
+block_size = 4096 # BOS + the first 4095 bytes of each document
+n_embd = 1024
+n_head = 16
+n_down = 2
+n_mid = 20
+n_up = 2
+batch_size = 8 # rows per GPU and micro-step
+gradient_accumulation_steps = 32 # over all GPUs: 256 rows of 4096 bytes per step, e.g. 8 GPUs x 8 rows x 4
+learning_rate = 0.0015
+max_iters = 15259 # 1.6e+10 bytes / (256 * 4096)
+lr_decay_iters = 15259
+warmup_iters = 1144 # 1.2e+09 bytes
+eval_interval = 100
+eval_iters = 32 # the 256 val documents

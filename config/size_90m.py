@@ -1,0 +1,16 @@
+# the paper's 90M model (90.4M parameters) and its budget (SPEC 7.3); combined with a method_*.py file
+dataset = 'codeparrot'  # the paper's code model
+block_size = 4096 # BOS + the first 4095 bytes of each document
+n_embd = 768
+n_head = 12
+n_down = 4
+n_mid = 6
+n_up = 4
+batch_size = 8 # rows per GPU and micro-step
+gradient_accumulation_steps = 16 # over all GPUs: 128 rows of 4096 bytes per step, e.g. 8 GPUs x 8 rows x 2
+learning_rate = 0.002
+max_iters = 6485 # 3.4e+09 bytes / (128 * 4096)
+lr_decay_iters = 6485
+warmup_iters = 477 # 2.5e+08 bytes
+eval_interval = 100
+eval_iters = 32 # the 256 val documents

@@ -1,0 +1,5 @@
+# 73M nawrot: torchrun --standalone --nproc_per_node=8 train.py config/train_73m_nawrot.py
+exec(open('config/size_73m.py').read())
+exec(open('config/method_nawrot.py').read())
+out_dir = 'out-73m-nawrot'
+wandb_run_name = '73m-nawrot'

@@ -1,0 +1,5 @@
+# 90M linear: torchrun --standalone --nproc_per_node=8 train.py config/train_90m_linear.py
+exec(open('config/size_90m.py').read())
+exec(open('config/method_linear.py').read())
+out_dir = 'out-90m-linear'
+wandb_run_name = '90m-linear'

@@ -1,0 +1,141 @@
+"""
+train.py run as a user runs it: a tiny CPU run lowers val loss and writes log.jsonl and ckpt.pt in the DESIGN.md
+format; resume reproduces the uninterrupted run; two gloo processes (torchrun) match one process on the same global
+batch; the rate loss moves the realised rate; every config/ file gives a valid model of its size.
+Run: python -m pytest -q tests/test_train.py   (about a minute on 2 cores)
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT
+from model import UNetConfig, ByteUNet, PRESETS
+
+TINY = ['--device=cpu', '--dtype=float32', '--block_size=64', '--batch_size=4', '--n_embd=32', '--n_head=2',
+        '--n_down=1', '--n_mid=1', '--n_up=1', '--window=16', '--eval_iters=2', '--log_interval=1',
+        '--warmup_iters=2', '--lr_decay_iters=40']
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory):
+    """ a small corpus in the DESIGN.md format: documents of varied length, some shorter than a row (padding) """
+    root = tmp_path_factory.mktemp('data')
+    rng = np.random.default_rng(0)
+    words = [b'def ', b'return ', b'self', b'.x', b' = ', b'(', b')', b':\n', b'    ', b'if ', b'None', b'1']
+    for split, n in (('train', 200), ('val', 16)):
+        docs = [b''.join(rng.choice(words, size=rng.integers(5, 60))) for _ in range(n)]
+        os.makedirs(root / 'tiny', exist_ok=True)
+        (root / 'tiny' / f'{split}.bin').write_bytes(b''.join(docs))
+        np.save(root / 'tiny' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
+    return str(root)
+
+
+def train(out_dir, data_dir, *args, nproc=1):
+    launcher = [sys.executable] if nproc == 1 else [sys.executable, '-m', 'torch.distributed.run', '--standalone',
+                                                    f'--nproc_per_node={nproc}']
+    cmd = launcher + ['train.py', *TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={out_dir}', *args]
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
+
+
+def test_tiny_run_lowers_val_loss_and_writes_log_and_checkpoint(tmp_path, data_dir):
+    log = train(tmp_path, data_dir, '--max_iters=30', '--eval_interval=15', '--learning_rate=1e-2')
+    val = [row for row in log if row['split'] == 'val']
+    assert [row['iter'] for row in val] == [0, 15, 30]
+    assert val[-1]['loss'] < val[0]['loss'] - 1.0 # nats per byte
+    for row in log:
+        assert {'iter', 'split', 'loss', 'bpb', 'rate', 'ws_boundary'} <= set(row)
+        assert row['bpb'] == pytest.approx(row['loss'] / np.log(2))
+        assert 0 < row['rate'] <= 1 and 0 <= row['ws_boundary'] <= 1
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    assert {'model', 'optimizer', 'model_args', 'config', 'iter_num', 'best_val_loss', 'bytes_seen'} <= set(ckpt)
+    assert ckpt['iter_num'] == 30 and ckpt['config']['dataset'] == 'tiny'
+    assert ckpt['bytes_seen'] > 30 * 4 * 4 # 30 steps of 4 rows, each row at least 5 words
+    model = ByteUNet(UNetConfig(**ckpt['model_args']))
+    model.load_state_dict(ckpt['model']) # the checkpoint rebuilds the model it came from
+    assert not any(name.endswith('.tmp') for name in os.listdir(tmp_path)) # written atomically, nothing left over
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir):
+    full = train(tmp_path / 'full', data_dir, '--max_iters=8', '--eval_interval=4')
+    train(tmp_path / 'part', data_dir, '--max_iters=4', '--eval_interval=4')
+    resumed = train(tmp_path / 'part', data_dir, '--max_iters=8', '--eval_interval=4', '--init_from=resume')
+    later = lambda log: [(r['iter'], r['split'], r['loss'], r['rate']) for r in log if r['iter'] > 4]
+    assert later(resumed) == later(full) # same data, same gate samples, same optimizer state
+    a = torch.load(tmp_path / 'full' / 'ckpt.pt', weights_only=True)
+    b = torch.load(tmp_path / 'part' / 'ckpt.pt', weights_only=True)
+    assert a['bytes_seen'] == b['bytes_seen'] and a['iter_num'] == b['iter_num'] == 8
+    for k in a['model']:
+        assert torch.equal(a['model'][k], b['model'][k]), k
+
+
+@pytest.mark.parametrize('gater', ['sequential', 'hnet'])
+def test_two_processes_match_one_on_the_same_global_batch(tmp_path, data_dir, gater):
+    extra = ['--max_iters=2', '--eval_interval=2', '--gradient_accumulation_steps=2', f'--gater={gater}']
+    if gater == 'hnet':
+        extra += ['--downsampler=hnet', '--upsampler=hnet']
+    one = train(tmp_path / 'one', data_dir, *extra)
+    two = train(tmp_path / 'two', data_dir, *extra, nproc=2)
+    val = lambda log: [r for r in log if r['split'] == 'val']
+    for r1, r2 in zip(val(one), val(two), strict=True):
+        assert r1['loss'] == pytest.approx(r2['loss'], abs=1e-5) and r1['rate'] == pytest.approx(r2['rate'])
+    a = torch.load(tmp_path / 'one' / 'ckpt.pt', weights_only=True)['model']
+    b = torch.load(tmp_path / 'two' / 'ckpt.pt', weights_only=True)['model']
+    for k in a: # equal weights after two AdamW steps: the averaged gradients were equal
+        torch.testing.assert_close(a[k], b[k], atol=2e-5, rtol=1e-4, msg=k)
+
+
+def test_rate_loss_moves_the_realised_rate_toward_its_target(tmp_path, data_dir):
+    log = train(tmp_path, data_dir, '--gater=linear', '--pg_weight=0', '--rate_weight=1', '--rate_target=0.6',
+                '--learning_rate=1e-2', '--max_iters=30', '--eval_interval=30')
+    rates = [r['rate'] for r in log if r['split'] == 'train']
+    assert rates[0] < 0.3 # starts near the gater's own rate, 0.2
+    assert abs(np.mean(rates[-10:]) - 0.6) < 0.1, rates # and is held near the target
+
+
+def test_bad_flags_name_the_key(tmp_path, data_dir):
+    for arg, key in (('--batch_sise=4', 'batch_sise'), ('--batch_size=four', 'batch_size')):
+        r = subprocess.run([sys.executable, 'train.py', arg], cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode != 0 and key in r.stderr and 'Traceback' not in r.stderr
+    r = subprocess.run([sys.executable, 'train.py', '--dataset=nope', f'--data_dir={tmp_path}'], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and 'prepare.py nope' in r.stderr and 'Traceback' not in r.stderr
+
+
+def config_globals(path):
+    """ train.py's defaults, then the configurator on one config file: what train.py would run with """
+    src = open(os.path.join(ROOT, 'train.py')).read()
+    defaults = src[src.index('# default config values'):src.index("exec(open('configurator.py')")]
+    ns = {'torch': torch, '__builtins__': __builtins__}
+    exec(defaults, ns)
+    argv, cwd = sys.argv, os.getcwd()
+    try:
+        sys.argv, _ = ['train.py', path], os.chdir(ROOT) # config files exec their parts relative to the repo
+        exec(open(os.path.join(ROOT, 'configurator.py')).read(), ns)
+    finally:
+        sys.argv, _ = argv, os.chdir(cwd)
+    return ns
+
+
+CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, 'config')) if f.startswith('train_'))
+
+
+@pytest.mark.parametrize('name', CONFIGS)
+def test_every_config_builds_its_model(name):
+    ns = config_globals(os.path.join('config', name))
+    cfg = UNetConfig(**{k: ns[k] for k in UNetConfig.__dataclass_fields__ if k != 'vocab_size'})
+    with torch.device('meta'):
+        model = ByteUNet(cfg)
+    size = name.split('_')[1]
+    if size in PRESETS: # the name is the paper's size, and the batch is the paper's 4096-byte rows
+        assert all(getattr(cfg, k) == v for k, v in PRESETS[size].items())
+        assert ns['block_size'] == 4096 and ns['gradient_accumulation_steps'] % 8 == 0 # divisible over 8 GPUs
+        assert ns['max_iters'] * ns['gradient_accumulation_steps'] * ns['batch_size'] * 4095 > 8e8
+    assert model.get_num_params() > 0 and ns['out_dir'] != 'out'
