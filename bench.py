@@ -1,0 +1,102 @@
+"""
+Two measurements, each printed with the command that made it.
+$ python bench.py                 # forward + backward time of each method's model on one batch
+$ python bench.py --compare=True  # train each method on pycode with equal bytes, then a table and a plot of val bpb
+Any key below can be overridden, e.g. --n_embd=128 --device=cuda --max_iters=1200.
+"""
+import os
+import sys
+import json
+import time
+import subprocess
+
+import torch
+import torch.nn.functional as F
+
+from model import UNetConfig, ByteUNet, BOS
+
+# -----------------------------------------------------------------------------
+methods = 'random,sequential,hnet,nawrot,whitespace' # names of config/method_*.py
+compare = False # False: time forward + backward; True: train every method with config/train_tiny_pycode.py
+out_root = 'out-compare'
+max_iters = 600 # training iterations per method when comparing (8 rows of 256 bytes each)
+batch_size = 8
+block_size = 256
+n_embd = 64
+n_head = 2
+n_down = 1
+n_mid = 2
+n_up = 1
+steps = 10 # timed steps, after 3 warmup steps
+device = 'cpu'
+seed = 1337
+exec(open('configurator.py').read()) # overrides from command line or config file
+# -----------------------------------------------------------------------------
+METHODS = {'random': ('uniform', 'select', 'add'), 'sequential': ('sequential', 'select', 'add'),
+           'linear': ('linear', 'select', 'deviation'), 'nawrot': ('nawrot', 'nawrot', 'nawrot'),
+           'hnet': ('hnet', 'hnet', 'hnet'), 'whitespace': ('whitespace', 'select', 'add')}
+command = 'python bench.py ' + ' '.join(sys.argv[1:])
+
+if not compare:
+    print(f"$ {command}\nforward + backward of {batch_size} x {block_size} bytes, D={n_embd}, "
+          f"{n_down}/{n_mid}/{n_up} layers, {device}, {torch.get_num_threads()} threads")
+    print("| method | gater / downsampler / upsampler | params | ms per step | bytes/s |\n|---|---|---|---|---|")
+    for name in methods.split(','):
+        g, d, u = METHODS[name]
+        torch.manual_seed(seed)
+        model = ByteUNet(UNetConfig(n_embd=n_embd, n_head=n_head, n_down=n_down, n_mid=n_mid, n_up=n_up,
+                                    block_size=block_size, gater=g, downsampler=d, upsampler=u)).to(device)
+        X = torch.randint(0, 256, (batch_size, block_size), device=device)
+        X[:, 0] = BOS
+        times = []
+        for i in range(steps + 3):
+            t0 = time.perf_counter()
+            out = model(X)
+            loss = F.cross_entropy(out['logits'][:, :-1].flatten(0, 1), X[:, 1:].flatten()) + out['aux_loss']
+            loss.backward()
+            if device.startswith('cuda'):
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        dt = sorted(times[3:])[len(times[3:]) // 2] # the median step
+        print(f"| {name} | {g} / {d} / {u} | {model.get_num_params():,} | {dt * 1000:.1f} | "
+              f"{batch_size * block_size / dt:,.0f} |")
+    sys.exit(0)
+
+# the comparison: the same model, data, bytes and seed for every method; only config/method_*.py changes
+rows = []
+for name in methods.split(','):
+    out_dir = os.path.join(out_root, name)
+    cmd = [sys.executable, 'train.py', 'config/train_tiny_pycode.py', f'config/method_{name}.py',
+           f'--out_dir={out_dir}', f'--max_iters={max_iters}', f'--lr_decay_iters={max_iters}', f'--seed={seed}']
+    print('$', ' '.join(cmd[1:]), flush=True)
+    if os.path.exists(os.path.join(out_dir, 'log.jsonl')):
+        os.remove(os.path.join(out_dir, 'log.jsonl')) # a fresh log for a fresh run
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    log = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
+    val = [r for r in log if r['split'] == 'val']
+    train = [r for r in log if r['split'] == 'train']
+    bps = sorted(r['bytes_per_sec'] for r in train)[len(train) // 2]
+    rows.append((name, val, bps))
+
+print(f"\n$ {command}\n| method | val bpb | rate | ws_boundary | bytes seen | bytes/s (median) |\n|---|---|---|---|---|---|")
+for name, val, bps in rows:
+    v = val[-1]
+    print(f"| {name} | {v['bpb']:.3f} | {v['rate']:.3f} | {v['ws_boundary']:.3f} | {v['bytes']:,} | {bps:,.0f} |")
+try:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.exit("matplotlib is not installed: no plot (pip install matplotlib)")
+plt.figure(figsize=(6, 4))
+for name, val, _ in rows:
+    plt.plot([r['bytes'] / 1e6 for r in val], [r['bpb'] for r in val], marker='o', label=name)
+plt.xlabel('bytes seen (millions)')
+plt.ylabel('val bits per byte')
+plt.ylim(top=min(8.0, plt.ylim()[1]))
+plt.title('pycode, rate 0.2, tiny model on a CPU')
+plt.legend()
+plt.grid(alpha=0.3)
+os.makedirs('assets', exist_ok=True)
+plt.savefig('assets/compare_pycode.png', dpi=120, bbox_inches='tight')
+print("wrote assets/compare_pycode.png")
