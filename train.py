@@ -347,10 +347,12 @@ while True:
             gate_logits, gate_probs, gates = out['gate_logits'].float(), out['gate_probs'].float(), out['gates']
             logp = -F.binary_cross_entropy_with_logits(gate_logits, gates.float(), reduction='none') # log pi(g_t)
             q = gate_probs.detach() if behaviour is None else behaviour # the probabilities the gates were drawn with
-            ratio = torch.where(gates > 0, gate_probs / q, (1 - gate_probs) / (1 - q)).detach() # 1 on-policy
+            # per-decision importance ratio (SPEC 6.5), 1 on-policy; off-policy it is a heuristic, exact only for
+            # independent gates with local rewards (tests/test_reinforce.py); the whole sequence's ratio would be exact
+            ratio = torch.where(gates > 0, gate_probs / q, (1 - gate_probs) / (1 - q)).detach()
             ratio = torch.where(M, ratio, 0.0) # padding (and its 0/0) drops out
             Mf = M.float()
-            pg_loss = -(ratio * returns * logp).sum() / Mf.sum() # score function: E[-G grad log pi] = grad E[CE]
+            pg_loss = -(ratio * returns * logp).sum() / Mf.sum() # on-policy, gamma=1: E[grad] = grad E[sum CE]
             mean_p = (gate_probs * Mf).sum() / Mf.sum()
             if rate_loss == 'ours': # a uniform push on every free logit, down when above target, up when below
                 r_loss = (gate_logits * Mf).sum() / Mf.sum() * (mean_p - target).detach()
