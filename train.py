@@ -32,7 +32,7 @@ import torch.nn.functional as F
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import UNetConfig, ByteUNet, BOS, WHITESPACE, discounted_returns, hnet_ratio_loss, next_byte_nll
+from model import UNetConfig, ByteUNet, discounted_returns, hnet_ratio_loss, next_byte_nll
 
 # -----------------------------------------------------------------------------
 # default config values: a small model on the embedded pycode corpus that trains on a CPU in a few minutes
@@ -107,6 +107,7 @@ config_keys = [k for k, v in globals().items() if not k.startswith('_') and isin
 exec(open('configurator.py').read()) # overrides from the command line or a config file
 config = {k: globals()[k] for k in config_keys} # will be useful for logging
 model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
+from model import BOS, WHITESPACE # after the configurator, so they are not config keys
 # -----------------------------------------------------------------------------
 
 ddp = int(os.environ.get('RANK', -1)) != -1 # is this a torchrun run?

@@ -1,0 +1,188 @@
+"""
+Sample from a trained byte U-Net and look at the chunk boundaries it learned, after nanoGPT's sample.py.
+$ python sample.py --out_dir=out --start="def main():" --show_boundaries # '|' where a chunk ends (colours on a tty)
+$ python sample.py --out_dir=out --compare=gpt2       # ... and gpt2's BPE tokens of the same bytes underneath
+$ python sample.py --out_dir=out --analyze=notes.txt  # no sampling: bpb, rate, bytes/chunk, ws_boundary on a file
+Boundaries live on byte positions: gate g_t = 1 means byte t ENDS a chunk, so '|' goes after byte t.
+"""
+import codecs
+import math
+import os
+import re
+import sys
+from contextlib import nullcontext
+from itertools import accumulate
+
+import torch
+
+from model import ByteUNet, UNetConfig, decode, next_byte_nll
+from model import BOS as _BOS, WHITESPACE as _WS # '_': constants, not config keys for the configurator
+
+_COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
+
+
+def render(data, gates, colour=False):
+    r""" bytes and their gates -> text with one '|' per gate after the character holding it (a gate inside a
+        multi-byte character, or an invalid sequence, goes after it); a literal '\' or '|' is escaped as '\\' or
+        '\|', so the markers come out exactly. On a terminal, alternating backgrounds instead of markers:
+        b'ab c|', gates 0 1 1 0 1 -> 'ab| |c\||' """
+    dec = codecs.getincrementaldecoder('utf-8')(errors='replace') # byte by byte, the same text as decode()
+    out, n, k, last = [], 0, 0, -1 # n gates not yet shown, k chunks so far, last chunk coloured
+    for t, (b, g) in enumerate(zip(data, gates)):
+        s, n = dec.decode(bytes([b]), final=t == len(data) - 1), n + int(g)
+        if s and colour:
+            out.append((_COLOURS[k % 2] if k != last else '') + s) # switch colour where a chunk starts
+            last, k, n = k, k + n, 0
+        elif s:
+            out.append(s.replace('\\', '\\\\').replace('|', '\\|') + '|' * n)
+            n = 0
+    return ''.join(out) + (_RESET if colour and out else '')
+
+
+def precision_recall(pred, ref):
+    """ boundary sets (byte positions where a chunk/token ends) -> |pred & ref| / |pred|, |pred & ref| / |ref|, nan if
+        empty: pred {1, 3, 4}, ref {3, 4, 7, 9} -> 2/3, 2/4. Recall against whitespace is the paper's ws_boundary """
+    hit = len(pred & ref)
+    return hit / len(pred) if pred else math.nan, hit / len(ref) if ref else math.nan
+
+
+def bpe_ends(enc, data):
+    """ byte positions where a token of the tiktoken encoding ends; an invalid UTF-8 byte is a token of its own:
+        b'the cat' as 'the', ' c', 'at' -> {2, 4, 6} """
+    sizes = []
+    for part in re.split('([\udc80-\udcff])', data.decode('utf-8', errors='surrogateescape')): # bad byte -> U+DCxx
+        bad = '\udc80' <= part[:1] <= '\udcff' # one invalid byte
+        sizes += [1] if bad else [len(b) for b in enc.decode_tokens_bytes(enc.encode_ordinary(part))]
+    return {e - 1 for e in accumulate(sizes)}
+
+
+@torch.no_grad()
+def analyze_bytes(model, data, batch_size, seed, ctx):
+    """ the model on rows [BOS] + consecutive block_size-1 byte windows of data (the last one right-padded and
+        masked), as train.py's eval -> loss (nats/byte), bpb, rate, bytes/chunk, ws_boundary over real positions """
+    T, dev = model.config.block_size, model.lm_head.weight.device
+    rows = [data[i:i + T - 1] for i in range(0, len(data), T - 1)]
+    s = torch.zeros(6, dtype=torch.float64) # nll, targets, gates, positions, gates at whitespace, whitespace bytes
+    for k in range(0, len(rows), batch_size):
+        batch = rows[k:k + batch_size]
+        X = torch.tensor([[_BOS, *r] + [0] * (T - 1 - len(r)) for r in batch], device=dev) # (B, T), 0 pads
+        M = torch.arange(T, device=dev) <= torch.tensor([len(r) for r in batch], device=dev)[:, None] # real: BOS, bytes
+        torch.manual_seed(seed + k // batch_size) # stochastic gaters: the same gates every run
+        with ctx:
+            out = model(X)
+        nll, g = next_byte_nll(out['logits'], X), out['gates'].bool() & M # (B, T-1), (B, T)
+        ws = torch.isin(X, torch.tensor(_WS, device=dev)) & M
+        s += torch.stack([nll[M[:, 1:]].sum(), M[:, 1:].sum(), g.sum(), M.sum(), (g & ws).sum(), ws.sum()]).cpu()
+    loss, rate = (s[0] / s[1]).item(), (s[2] / s[3]).item()
+    return dict(loss=loss, bpb=loss / math.log(2), rate=rate, bytes_per_chunk=1 / rate,
+                ws_boundary=(s[4] / s[5]).item() if s[5] else math.nan)
+
+
+def read_bytes(path):
+    try:
+        return open(path, 'rb').read()
+    except OSError as e:
+        raise SystemExit(f"sample.py: cannot read {path} ({e.strerror})")
+
+
+if __name__ == '__main__': # the script; the functions above can be imported by the tests
+    # -----------------------------------------------------------------------------
+    out_dir = 'out' # reads out_dir/ckpt.pt
+    start = "\n" # or "" (BOS alone), or "FILE:prompt.txt" (the file's bytes)
+    num_samples = 3 # number of samples to draw
+    max_new_tokens = 500 # bytes generated in each sample
+    temperature = 0.8 # 1.0 = no change, < 1.0 = less random, > 1.0 = more random
+    top_k = 256 # keep only the top_k most likely bytes; 256 keeps them all
+    seed = 1337
+    device = 'cuda' if torch.cuda.is_available() else 'cpu' # or 'cpu', 'cuda:0', 'cuda:1', ...
+    dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
+    show_boundaries = False # print the learned chunks: '|' after each (alternating colours on a terminal)
+    compare = '' # a tiktoken encoding (gpt2, cl100k_base, ...): its tokens under the chunks, precision and recall
+    analyze = '' # a file: no sampling, print bpb, rate, bytes/chunk and ws_boundary of the model on it
+    batch_size = 8 # --analyze: rows per forward
+    exec(open('configurator.py').read()) # overrides from command line or config file
+    # -----------------------------------------------------------------------------
+    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
+    if ptdtype is None or min(temperature, top_k, num_samples, batch_size) <= 0 or max_new_tokens < 0:
+        raise SystemExit(f"sample.py: need dtype float32|bfloat16|float16 (got {dtype}), temperature, top_k, "
+                         f"num_samples, batch_size > 0 and max_new_tokens >= 0")
+    torch.backends.cuda.matmul.allow_tf32 = True # allow tf32 on matmul
+    torch.backends.cudnn.allow_tf32 = True # allow tf32 on cudnn
+    device_type = 'cuda' if 'cuda' in device else 'cpu' # for later use in torch.autocast
+    ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+
+    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    if not os.path.exists(ckpt_path):
+        raise SystemExit(f"sample.py: no checkpoint {ckpt_path}; train one first: python train.py --out_dir={out_dir}")
+    try:
+        checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
+        model = ByteUNet(UNetConfig(**checkpoint['model_args']))
+        model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in checkpoint['model'].items()})
+    except Exception as e: # a truncated file, another format, a device that is not there: one line, no traceback
+        why = str(e).partition('\n')[0]
+        raise SystemExit(f"sample.py: cannot load {ckpt_path}: {type(e).__name__}: {why}")
+    model.eval()
+    model.to(device)
+    block_size = model.config.block_size
+
+    if analyze:
+        data = read_bytes(analyze)
+        if not data:
+            raise SystemExit(f"sample.py: --analyze file {analyze} is empty")
+        r = analyze_bytes(model, data, batch_size, seed, ctx)
+        print(f"{analyze}: {len(data)} bytes, {math.ceil(len(data) / (block_size - 1))} rows of {block_size}: "
+              f"loss {r['loss']:.4f}, bpb {r['bpb']:.4f}, rate {r['rate']:.4f}, "
+              f"bytes/chunk {r['bytes_per_chunk']:.3f}, ws_boundary {r['ws_boundary']:.4f}")
+        sys.exit(0)
+
+    enc = None
+    if compare: # resolved before sampling, so a typo fails fast
+        import tiktoken
+        if compare not in tiktoken.list_encoding_names():
+            raise SystemExit(f"sample.py: unknown tiktoken encoding '{compare}'; known: "
+                             f"{', '.join(tiktoken.list_encoding_names())}")
+        try:
+            enc = tiktoken.get_encoding(compare)
+        except Exception as e: # a download that failed: say so, and still show the learned boundaries
+            print(f"sample.py: cannot load tiktoken encoding '{compare}' ({type(e).__name__}): no network and no "
+                  f"cached file? set TIKTOKEN_CACHE_DIR to a folder with a cached copy; showing the learned boundaries "
+                  f"only", file=sys.stderr)
+    prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8')
+    ids = [_BOS] + list(prompt) # an empty prompt is BOS alone
+    if len(ids) > block_size - 1: # generate() reads block_size-1 positions, then a placeholder for the next byte
+        print(f"sample.py: the prompt is {len(prompt)} bytes and the model reads {block_size - 1}; "
+              f"keeping its last {block_size - 1} bytes", file=sys.stderr)
+        ids = ids[-(block_size - 1):]
+    x = torch.tensor(ids, dtype=torch.long, device=device)[None, ...].repeat(num_samples, 1) # (B, T0)
+
+    torch.manual_seed(seed) # here, after the model is built: the same seed gives the same samples (CUDA's too)
+    with ctx:
+        y, gates = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k) # (B, N), (B, L)
+    colour = sys.stdout.isatty()
+    for i in range(num_samples):
+        full = x[i].tolist() + y[i].tolist()
+        if not (show_boundaries or compare): # --compare shows them too
+            print(decode(full))
+            print('---------------')
+            continue
+        K = len(full) - gates.size(1) # leading ids without gates: the gates are of the last L <= block_size-1
+        g = [0] * K + gates[i].tolist()
+        if full[0] == _BOS: # BOS is a chunk of its own, not printed
+            full, g, K = full[1:], g[1:], max(K - 1, 0)
+        if K and i == 0:
+            print(f"sample.py: boundaries are shown for the last {len(full) - K} bytes, the model's window",
+                  file=sys.stderr)
+        data, pos = bytes(full), range(K, len(full))
+        learned = {t for t in pos if g[t]} # the learned boundaries: byte t ends a chunk
+        p, r = precision_recall(learned, {t for t in pos if data[t] in _WS})
+        print(render(data, g, colour))
+        print(f"--- learned: {len(pos)} bytes in {len(learned)} chunks, {len(pos) / max(len(learned), 1):.2f} "
+              f"bytes/chunk; vs whitespace: precision {p:.3f} recall {r:.3f} (ws_boundary)")
+        if enc:
+            bpe = bpe_ends(enc, data) # BPE boundaries: a token ends at byte t
+            print(render(data, [t in bpe for t in range(len(data))], colour))
+            bpe = {t for t in bpe if t >= K}
+            p, r = precision_recall(learned, bpe)
+            print(f"--- {compare}: {len(pos)} bytes in {len(bpe)} tokens, {len(pos) / max(len(bpe), 1):.2f} "
+                  f"bytes/token; learned vs {compare}: precision {p:.3f} recall {r:.3f}")
+        print('---------------')

@@ -1,0 +1,279 @@
+"""
+Tests for sample.py, run as a user runs it (subprocess, cwd = repo root) on tiny checkpoints made here: sampling
+matches model.generate under the same seed, --show_boundaries round-trips and puts one '|' per gate, --compare
+against a small tiktoken encoding (registered through tiktoken's own tiktoken_ext plugin folder), precision/recall
+by hand, --analyze against a direct computation, and the error paths (one line, no traceback).
+Run: python -m pytest -q tests/test_sample.py
+"""
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import asdict
+
+import pytest
+import tiktoken
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from model import BOS, WHITESPACE, ByteUNet, UNetConfig, decode, next_byte_nll  # noqa: E402
+from sample import bpe_ends, precision_recall, render  # noqa: E402 (sample.py only runs as a script)
+
+TEXT = b"the cat sat on the mat. the dog sat on the log. " * 20
+PAT = r" ?[a-z]+| ?[^a-z\s]+|\s+"
+MERGES = [b'th', b'the', b'at', b' c', b' t', b' th', b' the', b' s', b' sat', b'og', b' l', b' log']  # in rank order
+RANKS = {**{bytes([i]): i for i in range(256)}, **{m: 256 + i for i, m in enumerate(MERGES)}}  # each joins two before it
+PLUGIN = f"""
+from tiktoken.load import load_tiktoken_bpe
+RANKS = {RANKS!r}
+ENCODING_CONSTRUCTORS = {{
+    'tiny': lambda: dict(name='tiny', pat_str={PAT!r}, mergeable_ranks=RANKS, special_tokens={{}}),
+    # a real download from a host that never resolves (RFC 6761 .invalid): as gpt2 without network
+    'offline': lambda: dict(name='offline', pat_str={PAT!r}, special_tokens={{}},
+                            mergeable_ranks=load_tiktoken_bpe('https://nanotok.invalid/offline.tiktoken')),
+}}
+"""
+SEED = 1337  # sample.py's default seed
+
+
+def tiny_encoding():
+    return tiktoken.Encoding(name='tiny', pat_str=PAT, mergeable_ranks=RANKS, special_tokens={})
+
+
+def unmark(s):
+    """ the inverse of render(colour=False): drop each '|' marker, unescape '\\\\' and '\\|' """
+    return re.sub(r'\\(.)|\|', r'\1', s, flags=re.S)
+
+
+def n_markers(s):
+    return sum(m.group() == '|' for m in re.finditer(r'\\.|\|', s, flags=re.S))  # '|' not escaped by a '\'
+
+
+@pytest.fixture(scope='module', autouse=True)
+def one_thread():
+    """ tiny tensors: one thread is many times faster on a busy machine, and the subprocesses use one too """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope='module')
+def ckpts(tmp_path_factory):
+    """ two tiny checkpoints in train.py's format: 'sequential' untrained (random bytes, invalid UTF-8 included),
+        'whitespace' trained 20 Adam steps on TEXT so that it writes ASCII words """
+    root, dirs = tmp_path_factory.mktemp('ckpts'), {}
+    for gater, steps in (('sequential', 0), ('whitespace', 20)):
+        torch.manual_seed(0)
+        cfg = UNetConfig(n_embd=32, n_head=2, n_down=1, n_mid=1, n_up=1, block_size=64, gater=gater)
+        model = ByteUNet(cfg)
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+        data = torch.tensor(list(TEXT))
+        for _ in range(steps):
+            ix = torch.randint(len(data) - 63, (4,)).tolist()
+            X = torch.stack([torch.cat([torch.tensor([BOS]), data[i:i + 63]]) for i in ix])
+            loss = next_byte_nll(model(X)['logits'], X).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        dirs[gater] = root / gater
+        dirs[gater].mkdir()
+        torch.save(dict(model=model.state_dict(), optimizer=opt.state_dict(), model_args=asdict(cfg),
+                        config=dict(dataset='test', block_size=64, seed=0), iter_num=steps, best_val_loss=0.0,
+                        bytes_seen=0), dirs[gater] / 'ckpt.pt')
+    return dirs
+
+
+@pytest.fixture(scope='module')
+def plugin(tmp_path_factory):
+    """ a folder for PYTHONPATH whose tiktoken_ext/ (a namespace package) registers 'tiny' and 'offline' """
+    root = tmp_path_factory.mktemp('plugin')
+    (root / 'tiktoken_ext').mkdir()
+    (root / 'tiktoken_ext' / 'nanotok_test.py').write_text(PLUGIN)
+    (root / 'cache').mkdir()  # an empty TIKTOKEN_CACHE_DIR: nothing cached
+    return root
+
+
+def run(*flags, plugin=None):
+    """ sample.py as a user runs it -> (returncode, stdout after the configurator's lines, stderr) """
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONIOENCODING='utf-8')  # one thread, as in one_thread()
+    if plugin is not None:
+        env.update(PYTHONPATH=str(plugin), TIKTOKEN_CACHE_DIR=str(plugin / 'cache'))
+    p = subprocess.run([sys.executable, 'sample.py', *flags], cwd=ROOT, capture_output=True, env=env, timeout=120)
+    out = p.stdout.decode('utf-8').split('\n', len(flags))[-1]  # the configurator prints one line per flag
+    return p.returncode, out, p.stderr.decode('utf-8')
+
+
+def samples(out):
+    return out.split('\n---------------\n')[:-1]
+
+
+def load(path):
+    ckpt = torch.load(path / 'ckpt.pt', weights_only=True)
+    model = ByteUNet(UNetConfig(**ckpt['model_args']))
+    model.load_state_dict(ckpt['model'])
+    return model.eval()
+
+
+def generate(path, prompt, n, num_samples, **kw):
+    """ what sample.py should print, computed here: the same seed, then model.generate on the same batch """
+    model = load(path)
+    x = torch.tensor([BOS] + list(prompt))[None].repeat(num_samples, 1)
+    torch.manual_seed(SEED)
+    return (x, *model.generate(x, n, **kw))
+
+
+# -----------------------------------------------------------------------------
+# pure functions, by hand
+
+def test_precision_recall_by_hand():
+    p, r = precision_recall({1, 3, 4}, {3, 4, 7, 9})  # hits 3 and 4
+    assert (p, r) == (2 / 3, 2 / 4)
+    assert precision_recall({0, 5}, {0, 5}) == (1.0, 1.0)
+    p, r = precision_recall(set(), {1})
+    assert math.isnan(p) and r == 0.0
+    # 'the cat' tokens 'the', ' c', 'at' (no ' ca' or ' cat' merge): token ends at bytes 2, 4, 6
+    assert bpe_ends(tiny_encoding(), b'the cat') == {2, 4, 6}
+    assert bpe_ends(tiny_encoding(), b'the\xffcat') == {2, 3, 4, 6}  # an invalid byte is a token of its own
+    # learned chunks 'the |cat|' against BPE 'the| c|at|' and whitespace ' ' at 3
+    learned, bpe, ws = {3, 6}, {2, 4, 6}, {3}
+    assert precision_recall(learned, bpe) == (1 / 2, 1 / 3) and precision_recall(learned, ws) == (1 / 2, 1.0)
+
+
+def test_render_markers_escapes_and_multibyte():
+    assert render(b'ab cd', [0, 1, 1, 0, 1]) == 'ab| |cd|'
+    assert render(b'a|\\', [0, 1, 1]) == 'a\\||\\\\|'  # literal '|' and '\' escaped, markers after them
+    assert render('é!'.encode(), [1, 1, 0]) == 'é||!'  # two gates inside 'é' (2 bytes): two markers after it
+    # a broken character decodes as decode() does; the decoder hands out '\ufffd ' at once, markers after both
+    assert render(b'\xe2\x82 x', [1, 0, 1, 0]) == '\ufffd ||x'
+    coloured = render(b'ab cd', [0, 1, 1, 0, 1], colour=True)
+    assert re.sub(r'\033\[[0-9;]*m', '', coloured) == 'ab cd' and coloured.count('\033[48') == 3  # 'ab', ' ', 'cd'
+    g = torch.Generator().manual_seed(0)
+    for _ in range(300):  # random bytes (many invalid UTF-8, some '|' and '\'): exact round trip, one '|' per gate
+        data = bytes(torch.randint(0, 256, (int(torch.randint(0, 12, (1,), generator=g)),), generator=g).tolist())
+        data = data.replace(b'\x00', b'|').replace(b'\x01', b'\\')
+        gates = torch.randint(0, 2, (len(data),), generator=g).tolist()
+        s = render(data, gates)
+        assert unmark(s) == decode(data) and n_markers(s) == sum(gates), (data, gates, s)
+
+
+# -----------------------------------------------------------------------------
+# the script
+
+def test_generate_and_show_boundaries(ckpts):
+    flags = (f'--out_dir={ckpts["sequential"]}', '--device=cpu', '--max_new_tokens=30', '--start=the ',
+             '--num_samples=2', '--temperature=1.0')
+    rc, plain, err = run(*flags)
+    rc2, shown, err2 = run(*flags, '--show_boundaries')
+    assert rc == rc2 == 0, err + err2
+    x, y, gates = generate(ckpts['sequential'], b'the ', 30, 2, temperature=1.0, top_k=256)
+    assert samples(plain) == [decode(x[i].tolist() + y[i].tolist()) for i in range(2)]  # prompt + sample, as generate
+    assert gates.shape == (2, 1 + 4 + 30)  # the whole row fits: the gates include BOS
+    for text, block, g in zip(samples(plain), samples(shown), gates):
+        marked, stats = block.split('\n--- learned: ')
+        assert unmark(marked) == text  # removing the markers gives the generated text
+        assert n_markers(marked) == int(g[1:].sum())  # one '|' per gate of the printed bytes (BOS is not printed)
+        assert stats.startswith(f'34 bytes in {int(g[1:].sum())} chunks')
+
+
+def test_show_boundaries_whitespace_gater_by_hand(ckpts):
+    # gates = whitespace bytes exactly, so the marked text is known: '|' after each whitespace, '\' and '|' escaped
+    rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', '--max_new_tokens=25', '--start=a|b\\c d',
+                       '--num_samples=1', '--show_boundaries', '--top_k=3')
+    assert rc == 0, err
+    marked, stats = samples(out)[0].split('\n--- learned: ')
+    text = unmark(marked)
+    assert text.startswith('a|b\\c d') and len(text.encode()) == 7 + 25
+    expect = ''.join(c.replace('\\', '\\\\').replace('|', '\\|') + '|' * (ord(c) in WHITESPACE) for c in text)
+    assert marked == expect and marked.startswith('a\\|b\\\\c |d')
+    assert stats.endswith('vs whitespace: precision 1.000 recall 1.000 (ws_boundary)')
+
+
+def test_compare_with_a_small_tiktoken_encoding(ckpts, plugin):
+    rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', '--max_new_tokens=40', '--start=the cat',
+                       '--num_samples=1', '--compare=tiny', '--top_k=3', plugin=plugin)
+    assert rc == 0, err
+    m = re.fullmatch(r'(.*)\n--- learned: (.*)\n(.*)\n--- tiny: (.*)', samples(out)[0], flags=re.S)
+    assert m, out
+    learned_text, learned_stats, bpe_text, bpe_stats = m.groups()
+    text = unmark(learned_text)
+    assert unmark(bpe_text) == text and text.isascii() and len(text) == 7 + 40
+    enc = tiny_encoding()
+    tokens = [enc.decode_single_token_bytes(t).decode() for t in enc.encode_ordinary(text)]
+    assert bpe_text == ''.join(t + '|' for t in tokens)  # ASCII words: no escapes; '|' after every token
+    # boundary sets by hand: learned = whitespace here; BPE = where each token ends
+    ends = {sum(map(len, tokens[:i + 1])) - 1 for i in range(len(tokens))}
+    ws = {t for t, c in enumerate(text) if ord(c) in WHITESPACE}
+    p, r = len(ws & ends) / len(ws), len(ws & ends) / len(ends)
+    assert bpe_stats == (f'47 bytes in {len(tokens)} tokens, {47 / len(tokens):.2f} bytes/token; '
+                         f'learned vs tiny: precision {p:.3f} recall {r:.3f}')
+    assert learned_stats.startswith(f'47 bytes in {len(ws)} chunks, {47 / len(ws):.2f} bytes/chunk')
+
+
+def test_analyze_matches_a_direct_computation(ckpts, tmp_path):
+    data = TEXT[:140] + 'é|\n'.encode() + bytes(range(0, 256, 7))  # 3 rows of 63 bytes, the last one short
+    (tmp_path / 'a.txt').write_bytes(data)
+    rc, out, err = run(f'--out_dir={ckpts["sequential"]}', f'--analyze={tmp_path / "a.txt"}', '--batch_size=2')
+    assert rc == 0, err
+    got = {k: float(v) for k, v in re.findall(r'(bpb|rate|bytes/chunk|ws_boundary) ([0-9.]+)', out)}
+    # direct: rows [BOS] + 63-byte windows, right-padded, batches of 2 seeded SEED + k as train.py's eval
+    model, rows = load(ckpts['sequential']), [data[i:i + 63] for i in range(0, len(data), 63)]
+    nll_sum = n_targets = gate_sum = n_pos = ws_gates = n_ws = 0
+    with torch.no_grad():
+        for k in range(0, len(rows), 2):
+            X = torch.tensor([[BOS] + list(r) + [0] * (63 - len(r)) for r in rows[k:k + 2]])
+            torch.manual_seed(SEED + k // 2)
+            out_ = model(X)
+            nll, gates = next_byte_nll(out_['logits'], X), out_['gates']
+            for i, r in enumerate(rows[k:k + 2]):
+                n = 1 + len(r)  # real positions: BOS and the bytes
+                nll_sum, n_targets = nll_sum + nll[i, :n - 1].sum().item(), n_targets + n - 1
+                gate_sum, n_pos = gate_sum + gates[i, :n].sum().item(), n_pos + n
+                is_ws = torch.tensor([False] + [b in WHITESPACE for b in r])
+                ws_gates, n_ws = ws_gates + gates[i, :n][is_ws].sum().item(), n_ws + int(is_ws.sum())
+    assert f'{len(data)} bytes, 3 rows of 64' in out
+    assert got['bpb'] == pytest.approx(nll_sum / n_targets / math.log(2), abs=1e-4)
+    assert got['rate'] == pytest.approx(gate_sum / n_pos, abs=1e-4)
+    assert got['bytes/chunk'] == pytest.approx(n_pos / gate_sum, abs=1e-3)
+    assert got['ws_boundary'] == pytest.approx(ws_gates / n_ws, abs=1e-4)
+
+
+# -----------------------------------------------------------------------------
+# bad input: one line, the right exit code, no traceback
+
+def test_missing_checkpoint(tmp_path):
+    rc, out, err = run(f'--out_dir={tmp_path / "nowhere"}')
+    assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
+    assert str(tmp_path / 'nowhere' / 'ckpt.pt') in err and f'python train.py --out_dir={tmp_path / "nowhere"}' in err
+
+
+def test_empty_prompt_starts_from_bos(ckpts):
+    rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', '--start=', '--max_new_tokens=10', '--num_samples=1',
+                       '--show_boundaries')
+    assert rc == 0, err
+    assert samples(out)[0].split('\n--- learned: ')[1].startswith('10 bytes in ')  # BOS alone, then 10 new bytes
+
+
+def test_too_long_prompt_keeps_the_tail(ckpts):
+    prompt = ''.join(chr(ord('a') + i % 26) for i in range(100))
+    rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', f'--start={prompt}', '--max_new_tokens=5',
+                       '--num_samples=1')
+    assert rc == 0, err
+    assert 'prompt is 100 bytes' in err and 'keeping its last 63 bytes' in err and 'Traceback' not in err
+    assert samples(out)[0].startswith(prompt[-63:]) and not samples(out)[0].startswith(prompt[:40])
+
+
+def test_encoding_that_cannot_be_downloaded(ckpts, plugin):
+    rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', '--compare=offline', '--max_new_tokens=10',
+                       '--num_samples=1', plugin=plugin)
+    assert rc == 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
+    assert "'offline'" in err and 'TIKTOKEN_CACHE_DIR' in err and 'no network' in err
+    assert '\n--- learned: ' in samples(out)[0] and '--- offline' not in out  # the learned boundaries still print
+
+
+def test_unknown_encoding(ckpts, plugin):
+    rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', '--compare=gtp2', plugin=plugin)
+    assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
+    assert "unknown tiktoken encoding 'gtp2'" in err and 'gpt2' in err and 'tiny' in err  # it lists the known ones
