@@ -232,7 +232,7 @@ class UniformGater(nn.Module):
         if gates is None:
             u = torch.rand(B, T, device=idx.device)
             u[:, [0, -1]] = 2.0                                # above any draw: the forced ends are always picked
-            top = u.topk(max(2, min(T, round(self.rate * T))), dim=-1).indices
+            top = u.topk(min(T, max(2, round(self.rate * T))), dim=-1).indices
             gates = torch.zeros(B, T, device=idx.device).scatter_(1, top, 1.0)
         probs = torch.full((B, T), self.rate, device=idx.device)
         return probs.logit(), probs, gates, x.new_zeros(())
@@ -470,11 +470,12 @@ class NawrotUpsampler(AddUpsampler):
 def ema_scan(z, p):
     """ z_bar_k = p_k z_k + (1 - p_k) z_bar_{k-1}, z_bar_{-1} = 0, for z (B, S, C), p (B, S), as one matmul:
         z_bar_k = sum_{j<=k} p_j z_j prod_{j<i<=k} (1 - p_i); in fp32 (the reference runs it in bf16) """
-    logq = torch.log1p(-p.float()).cumsum(-1)                  # (B, S), sum_{i<=k} log(1 - p_i)
-    seg = logq[:, :, None] - logq[:, None, :]                  # (B, S, S), [k, j] = sum_{j<i<=k} log(1 - p_i)
     S = p.size(1)
-    causal = torch.ones(S, S, dtype=torch.bool, device=p.device).tril()
-    W = torch.where(causal, seg, float('-inf')).exp() * p.float()[:, None, :]
+    below = torch.ones(S, S, dtype=torch.bool, device=p.device).tril(-1) # i > j
+    logq = torch.log1p(-p.float())[:, :, None].expand(-1, S, S)         # (B, S, S), [i, j] = log(1 - p_i)
+    seg = logq.masked_fill(~below, 0).cumsum(1)                          # [k, j] = sum_{j<i<=k} log(1 - p_i), summed
+    seg = seg.masked_fill(torch.ones_like(below).triu(1), float('-inf'))  # j > k: no weight
+    W = seg.exp() * p.float()[:, None, :]                                # directly: no cancellation, exact at p = 1
     return (W @ z.float()).type_as(z)
 
 
@@ -501,7 +502,8 @@ UPSAMPLERS = {
     'add': AddUpsampler,             # x + the latest chunk's mid output (the paper's method)
     'deviation': DeviationUpsampler, # x + what the mid layers changed in the latest chunk
     'nawrot': NawrotUpsampler,       # x + the chunk before byte t's own, differentiable in the gates
-    'hnet': HNetUpsampler,           # EMA-smoothed chunks, straight-through confidence, zero-init residual
+    'hnet': HNetUpsampler,           # EMA-smoothed chunks, straight-through confidence (so any gater's probs get
+                                     # gradient from the byte loss through it), zero-init residual
 }
 
 # -----------------------------------------------------------------------------

@@ -1,0 +1,627 @@
+"""
+Tests for model.py, read as its specification: causality of every gater x (downsampler, upsampler) pair in train
+and eval mode, chunk padding, the chunk index helpers on worked examples, each gater's contract, the straight-through
+baselines (H-Net, Nawrot), attention and its sliding window, generate, parameter counts, encode/decode.
+Tiny float32 models on the CPU. Run: python -m pytest -q tests/test_model.py
+"""
+import itertools
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, ByteUNet, HNetUpsampler,
+                   NawrotDownsampler, NawrotGater, NawrotUpsampler, SequentialGater, UNetConfig, attention,
+                   chunk_ends, chunk_ids, decode, discounted_returns, ema_scan, encode, gather, hnet_ratio_loss,
+                   nawrot_onehot, next_byte_nll, read_ids)
+
+PAIRS = [(d, u) for d, u in itertools.product(DOWNSAMPLERS, UPSAMPLERS) if (d == 'nawrot') == (u == 'nawrot')]
+COMBOS = [(g, d, u) for g in GATERS for d, u in PAIRS]  # every gater with every valid (down, up) pair
+EXACT = dict(rtol=0, atol=1e-6)                          # "unchanged": float32 noise at most, nothing learned
+
+
+@pytest.fixture(autouse=True, scope='module')
+def one_thread():
+    """ tiny tensors: one thread is as fast, and many times faster when the two cores are shared with other jobs """
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny(**kw):
+    """ the test config: small enough for the CPU, window 8 so the sliding window matters within 64 bytes """
+    return UNetConfig(**{**dict(n_embd=32, n_head=2, n_down=1, n_mid=2, n_up=1, block_size=64, window=8), **kw})
+
+
+def make_model(seed=0, perturb=True, **kw):
+    """ a tiny model; perturb moves every weight off its init (zero-init projections, p = rate gaters, norms at 1)
+        so that a leak cannot hide behind a zero """
+    torch.manual_seed(seed)
+    m = ByteUNet(tiny(**kw))
+    if perturb:
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(0.1 * torch.randn_like(p))
+    return m
+
+
+def rows(B, T, seed):
+    """ (B, T) ids: BOS, then random bytes, a quarter of them spaces (so the whitespace gater finds boundaries) """
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, 256, (B, T), generator=gen)
+    idx[torch.rand(B, T, generator=gen) < 0.25] = 32
+    idx[:, 0] = BOS
+    return idx
+
+
+def random_gates(rates, T, seed, ends=True):
+    """ one row of Bernoulli(rate) gates per rate (so rows get different chunk counts), ends forced if asked """
+    gen = torch.Generator().manual_seed(seed)
+    g = (torch.rand(len(rates), T, generator=gen) < torch.tensor(rates)[:, None]).float()
+    if ends:
+        g[:, [0, -1]] = 1.0
+    return g
+
+
+def lm_loss(out, idx):
+    return next_byte_nll(out['logits'], idx).mean() + next_byte_nll(out['early_logits'], idx).mean()
+
+
+def ema_loop(z, p):
+    """ the H-Net EMA as written in the paper: z_bar_k = p_k z_k + (1 - p_k) z_bar_{k-1}, z_bar_{-1} = 0 """
+    out, prev = torch.zeros_like(z), torch.zeros_like(z[:, 0])
+    for k in range(z.size(1)):
+        prev = p[:, k, None] * z[:, k] + (1 - p[:, k, None]) * prev
+        out[:, k] = prev
+    return out
+
+# -----------------------------------------------------------------------------
+# Shapes and the one law: causality of every combination
+
+
+@pytest.mark.parametrize('gater,down,up', COMBOS)
+def test_forward_shapes_and_finite_loss(gater, down, up):
+    m = make_model(perturb=False, gater=gater, downsampler=down, upsampler=up)
+    idx = rows(3, 64, seed=0)
+    out = m(idx)
+    B, T = idx.shape
+    assert out['logits'].shape == out['early_logits'].shape == (B, T, 320)
+    assert out['gates'].dtype == torch.long and out['gates'].shape == (B, T)
+    assert set(out['gates'].unique().tolist()) <= {0, 1}
+    assert out['gate_logits'].shape == out['gate_probs'].shape == (B, T)
+    assert out['aux_loss'].dim() == 0 and torch.isfinite(out['aux_loss'])
+    assert torch.equal(out['n_chunks'], out['gates'].sum(-1))
+    assert torch.isfinite(lm_loss(out, idx))
+
+
+@pytest.mark.parametrize('gates_from', ['prescribed', 'sampled'])
+@pytest.mark.parametrize('mode', ['train', 'eval'])
+@pytest.mark.parametrize('gater,down,up', COMBOS)
+def test_causal(gater, down, up, mode, gates_from):
+    """ changing the bytes after t leaves everything at <= t alone: logits, early logits, and sampled gates (same
+        seed). Row r changes after its own t (start, middle, end), so one pair of forwards checks three cuts;
+        'prescribed' gives the rows different chunk counts, so chunk padding is in play too """
+    m = make_model(gater=gater, downsampler=down, upsampler=up)
+    m.train(mode == 'train')
+    B, T, cuts = 3, 64, (1, 30, 62)
+    idx = rows(B, T, seed=1)
+    idx2 = idx.clone()
+    for r, t in enumerate(cuts):
+        idx2[r, t + 1:] = rows(1, T, seed=2 + r)[0, t + 1:]
+        idx2[r, t + 1] = (idx[r, t + 1] + 1) % 256          # byte t+1 surely differs
+    gates = random_gates([0.3, 0.1, 0.6], T, seed=3) if gates_from == 'prescribed' else None
+    torch.manual_seed(4)
+    a = m(idx, gates)
+    torch.manual_seed(4)
+    b = m(idx2, gates)
+    # sampled gates may give the batch another chunk count S; the mid layers then sum in another order, so the
+    # logits may move by float32 rounding (a few ulp of ~10): assert_close's float32 default instead of EXACT there
+    tol = EXACT if a['n_chunks'].max() == b['n_chunks'].max() else {}
+    for r, t in enumerate(cuts):
+        assert torch.equal(a['gates'][r, :t + 1], b['gates'][r, :t + 1]), f'row {r}, t={t}'
+        for key in ('logits', 'early_logits'):
+            torch.testing.assert_close(a[key][r, :t + 1], b[key][r, :t + 1], **tol, msg=f'{key} row {r} t={t}')
+        assert (a['logits'][r, t + 1] - b['logits'][r, t + 1]).abs().amax() > 1e-3  # the test can see a change
+
+
+@pytest.mark.parametrize('gater,down,up', [('uniform', 'select', 'add'), ('sequential', 'select', 'add'),
+                                           ('linear', 'select', 'deviation'), ('nawrot', 'nawrot', 'nawrot'),
+                                           ('hnet', 'hnet', 'hnet'), ('whitespace', 'select', 'add')])
+def test_overfits_one_batch(gater, down, up):
+    """ the method presets of DESIGN.md learn: 25 AdamW steps on one batch cut the next-byte loss by over 2 nats """
+    m = make_model(perturb=False, gater=gater, downsampler=down, upsampler=up)
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+    idx, losses = rows(4, 64, seed=40), []
+    for _ in range(25):
+        out = m(idx)
+        loss = lm_loss(out, idx) + out['aux_loss']
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(next_byte_nll(out['logits'], idx).mean().item())
+    assert losses[-1] < losses[0] - 2, losses
+
+
+@pytest.mark.parametrize('gater,down,up', COMBOS)
+def test_chunk_padding_never_reaches_a_real_chunk(gater, down, up):
+    """ rows with about 20, 8 and 40 chunks in one batch: each row's logits are those of the row run alone (to
+        float32 rounding: the kernels sum in another order for another batch or chunk count; a leak would be O(1)) """
+    m = make_model(gater=gater, downsampler=down, upsampler=up).eval()
+    idx, gates = rows(3, 64, seed=5), random_gates([0.3, 0.1, 0.6], 64, seed=6)
+    out = m(idx, gates)
+    assert len(set(out['n_chunks'].tolist())) == 3
+    for b in range(3):
+        alone = m(idx[b:b + 1], gates[b:b + 1])
+        torch.testing.assert_close(out['logits'][b:b + 1], alone['logits'])
+
+
+def test_early_head_sees_one_window():
+    """ with one down layer, early_logits[t] depends on exactly the `window` bytes t-window+1..t """
+    m = make_model(n_down=1, window=8).eval()
+    idx, t = rows(1, 40, seed=7), 30
+    for j, changes in ((t - 8, False), (t - 7, True), (t, True)):
+        idx2 = idx.clone()
+        idx2[0, j] = (idx[0, j] + 1) % 256
+        d = (m(idx)['early_logits'][0, t] - m(idx2)['early_logits'][0, t]).abs().amax()
+        assert (d > 1e-4) if changes else (d == 0), f'byte {j}'
+
+# -----------------------------------------------------------------------------
+# Chunk index helpers: the docstring examples and SPEC 5.1
+
+
+def test_chunk_ids_and_read_ids_worked_example():
+    g = torch.tensor([[1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 1]])
+    assert chunk_ids(g).tolist() == [[0, 1, 1, 2, 3, 3, 4, 5, 5, 5, 5]]
+    assert read_ids(g).tolist() == [[0, 0, 1, 2, 2, 3, 4, 4, 4, 4, 5]]
+
+
+def test_read_ids_is_chunk_ids_or_the_one_before():
+    g = random_gates([0.2, 0.5, 0.9], 50, seed=8)
+    assert torch.equal(read_ids(g), chunk_ids(g) - (1 - g).long())  # u = c at a gate, c - 1 elsewhere
+
+
+def test_distribute_example():
+    """ SPEC 5.1 (clean_code/testing_distribute_upsampler.py): g = 1 1 1 0 1 0 1, chunks 0..4 -> 0 1 2 2 3 3 4 """
+    g = torch.tensor([[1, 1, 1, 0, 1, 0, 1]])
+    z = torch.arange(5.0).view(1, 5, 1)
+    assert gather(z, read_ids(g))[0, :, 0].tolist() == [0, 1, 2, 2, 3, 3, 4]
+
+
+def test_chunk_ends_pads_with_zero():
+    ends, n = chunk_ends(torch.tensor([[1., 0, 1, 1], [1, 0, 0, 1]]))
+    assert ends.tolist() == [[0, 2, 3], [0, 3, 0]] and n.tolist() == [3, 2]
+    ends, n = chunk_ends(torch.tensor([[1., 0, 0, 0, 1], [1, 1, 1, 1, 1]]))
+    assert ends.tolist() == [[0, 4, 0, 0, 0], [0, 1, 2, 3, 4]] and n.tolist() == [2, 5]
+
+
+def test_discounted_returns_docstring_example():
+    G = discounted_returns(torch.tensor([[1., 0, 0, 2]]), 0.5)
+    torch.testing.assert_close(G, torch.tensor([[1.25, 0.5, 1.0, 2.0]]))
+
+
+def test_nawrot_onehot_is_one_hot_chunk_ids_with_gradient():
+    g = random_gates([0.3, 0.6], 20, seed=9).requires_grad_()
+    A = nawrot_onehot(g, 20)
+    assert torch.equal(A, F.one_hot(chunk_ids(g.detach()), 20).float())
+    (A * torch.randn_like(A)).sum().backward()
+    assert g.grad.abs().sum() > 0  # the value is one-hot, the gradient reaches the gates through the cumsum
+
+
+@pytest.mark.parametrize('gater', GATERS)
+@pytest.mark.parametrize('gates_from', ['prescribed', 'sampled'])
+def test_ends_are_forced(gater, gates_from):
+    """ the first and last byte end a chunk, whatever the gater or the prescription says; the policy there is the
+        constant p = 1, logit = 100 """
+    m = make_model(gater=gater)
+    gates = random_gates([0.3, 0.3], 64, seed=10, ends=False) if gates_from == 'prescribed' else None
+    if gates is not None:
+        gates[:, [0, -1]] = 0.0
+    out = m(rows(2, 64, seed=11), gates)
+    for t in (0, -1):
+        assert (out['gates'][:, t] == 1).all()
+        assert (out['gate_probs'][:, t] == 1).all() and (out['gate_logits'][:, t] == 100).all()
+    if gates is not None:
+        assert torch.equal(out['gates'][:, 1:-1], gates[:, 1:-1].long())  # the rest as prescribed
+
+
+@pytest.mark.parametrize('gater', GATERS)
+@pytest.mark.parametrize('T', [1, 2])
+def test_shortest_rows(gater, T):
+    """ a row of BOS alone (T = 1), or BOS and one byte, is a valid input for every gater """
+    out = make_model(gater=gater)(torch.full((2, T), BOS))
+    assert out['logits'].shape == (2, T, 320) and (out['gates'] == 1).all()
+
+# -----------------------------------------------------------------------------
+# Each gater's contract
+
+
+@pytest.mark.parametrize('rate,T', [(0.2, 64), (0.2, 33), (0.3, 10), (0.5, 7), (1 / 3, 64)])
+def test_uniform_exact_count(rate, T):
+    gater = GATERS['uniform'](tiny(rate=rate))
+    idx = rows(50, T, seed=12)
+    _, probs, gates, _ = gater(torch.zeros(50, T, 32), idx)
+    assert (gates.sum(-1) == round(rate * T)).all()
+    assert (gates[:, 0] == 1).all() and (gates[:, -1] == 1).all()
+    assert (probs == rate).all()
+    assert len({tuple(r) for r in gates.tolist()}) > 1  # random positions, not one fixed pattern
+
+
+def test_uniform_exact_count_in_model():
+    out = make_model(gater='uniform')(rows(4, 64, seed=13))
+    assert (out['n_chunks'] == round(0.2 * 64)).all()
+
+
+@pytest.mark.parametrize('rate', [0.2, 0.25, 1 / 3])
+def test_equidistant_period(rate):
+    out = make_model(gater='equidistant', rate=rate)(rows(2, 64, seed=14))
+    t = torch.arange(63)
+    expected = (t % round(1 / rate) == 0).long()
+    assert (out['gates'][:, :-1] == expected).all() and (out['gates'][:, -1] == 1).all()
+
+
+@pytest.mark.parametrize('gater', ['bernoulli', 'linear'])
+def test_independent_gaters_hit_the_rate_at_init(gater):
+    """ over B*T draws the gate count is Binomial(n, rate): within 4 standard deviations of n * rate """
+    rate, B, T = 0.2, 256, 64
+    g = GATERS[gater](tiny(rate=rate))
+    torch.manual_seed(15)
+    _, probs, gates, _ = g(torch.randn(B, T, 32), rows(B, T, seed=15))
+    torch.testing.assert_close(probs, torch.full((B, T), rate))  # the linear gater starts on target
+    n = B * T
+    assert abs(gates.sum().item() - n * rate) < 4 * math.sqrt(n * rate * (1 - rate))
+
+
+def test_whitespace_gates_exactly_at_whitespace():
+    text = 'def f(x):\n\treturn x  # hi\r\n\x0b\x0c\xa0end'  # \xa0 (NBSP) is two bytes in UTF-8, not whitespace
+    idx = torch.tensor([encode(text)])
+    out = make_model(gater='whitespace')(idx)
+    expected = torch.isin(idx, torch.tensor(WHITESPACE)).long()
+    expected[:, [0, -1]] = 1
+    assert torch.equal(out['gates'], expected)
+    all_bytes = torch.arange(256)[None]
+    _, probs, gates, _ = GATERS['whitespace'](tiny())(torch.zeros(1, 256, 32), all_bytes)
+    assert gates[0].nonzero().flatten().tolist() == [9, 10, 11, 12, 13, 32]
+
+
+def sequential_gater(w=8, seed=16, **kw):
+    """ a sequential gater whose filter is scaled up, so the history of gates moves the probabilities a lot """
+    torch.manual_seed(seed)
+    g = SequentialGater(tiny(filter_size=w, **kw))
+    with torch.no_grad():
+        g.filter.weight.mul_(40.0)
+    return g
+
+
+def test_sequential_logits_follow_the_formula():
+    """ logit_t = cap(scale * (V_t[w-1] + sum_{k=1}^{w-1} V_t[w-1-k] a_{t-k}) + logit(rate)); V_t[w-2] weighs a_{t-1},
+        the cap (6 tanh(y/6)) in train mode only """
+    g, w, T = sequential_gater(w=4), 4, 12
+    x, gates = torch.randn(2, T, 32), random_gates([0.4, 0.6], T, seed=17)
+    for training in (True, False):
+        g.train(training)
+        logits = g(x, rows(2, T, seed=17), gates)[0]
+        V = g.filter(x).float()
+        for b, t in itertools.product(range(2), range(T)):
+            z = V[b, t, w - 1] + sum(V[b, t, w - 1 - k] * gates[b, t - k] for k in range(1, w) if t - k >= 0)
+            y = g.scale * z + math.log(0.2 / 0.8)
+            y = 6 * torch.tanh(y / 6) if training else y
+            torch.testing.assert_close(logits[b, t], y)
+
+
+@pytest.mark.parametrize('mode', ['train', 'eval'])
+def test_sequential_scan_matches_teacher_forced_recompute(mode):
+    """ the probabilities the scan sampled from are the ones the gradient is computed on """
+    g, w, B, T = sequential_gater(), 8, 64, 64
+    g.train(mode == 'train')
+    x = torch.randn(B, T, 32)
+    torch.manual_seed(18)
+    a, probs = g.scan(g.filter(x).float())
+    assert (a[:, :w - 1] == 0).all() and (a[:, w - 1] == 1).all()  # w-1 zeros of history, then the forced gate
+    gates = a[:, w - 1:]
+    _, probs_tf, gates_tf, _ = g(x, rows(B, T, seed=18), gates)
+    assert torch.equal(gates_tf, gates)
+    torch.testing.assert_close(probs_tf[:, 1:], probs[:, 1:])
+    assert probs[:, 1:].std() > 0.1  # the probabilities do vary: the check compares more than a constant
+    p = probs[:, 1:]  # the draws are Bernoulli(probs): their sum is within 4 sigma of the sum of probs
+    assert abs((gates[:, 1:] - p).sum().item()) < 4 * math.sqrt((p * (1 - p)).sum().item())
+
+
+def test_sequential_forward_samples_from_the_scan():
+    g, T = sequential_gater(), 32
+    x, idx = torch.randn(4, T, 32), rows(4, T, seed=19)
+    torch.manual_seed(20)
+    _, probs, gates, _ = g(x, idx)
+    torch.manual_seed(20)
+    a, probs_scan = g.scan(g.filter(x).float())
+    assert torch.equal(gates, a[:, 7:])
+    torch.testing.assert_close(probs[:, 1:], probs_scan[:, 1:])
+
+
+def test_sequential_filter_size_one_ignores_history():
+    g, T = sequential_gater(w=1).eval(), 16
+    x, idx = torch.randn(2, T, 32), rows(2, T, seed=21)
+    p1 = g(x, idx, torch.ones(2, T))[1]
+    p0 = g(x, idx, torch.zeros(2, T))[1]
+    torch.testing.assert_close(p1, p0, rtol=0, atol=0)
+    torch.testing.assert_close(p1, torch.sigmoid(g.scale * g.filter(x)[..., 0] + math.log(0.2 / 0.8)))
+    torch.manual_seed(22)
+    _, probs = g.scan(g.filter(x).float())
+    torch.testing.assert_close(probs[:, 1:], p1[:, 1:])
+
+
+@pytest.mark.parametrize('gater', ['linear', 'sequential'])
+@pytest.mark.parametrize('down,up', [(d, u) for d, u in PAIRS if u != 'hnet'])
+def test_rl_gaters_get_no_gradient_from_the_lm_loss(gater, down, up):
+    """ REINFORCE gaters learn only from the policy loss (train.py): the next-byte losses leave them untouched """
+    m = make_model(gater=gater, downsampler=down, upsampler=up)
+    idx = rows(2, 64, seed=23)
+    lm_loss(m(idx), idx).backward()
+    for name, p in m.gater.named_parameters():
+        assert p.grad is None or (p.grad == 0).all(), name
+    assert m.wte.weight.grad.abs().sum() > 0  # the backward did run
+
+
+@pytest.mark.parametrize('gater', ['linear', 'sequential'])
+def test_rl_gaters_policy_is_differentiable(gater):
+    """ what REINFORCE needs instead: log pi(sampled gates) sends a gradient to every gater weight """
+    m = make_model(gater=gater)
+    out = m(rows(2, 64, seed=41))
+    g, p = out['gates'].float(), out['gate_probs']
+    (g * p.log() + (1 - g) * (1 - p).log()).sum().backward()
+    for name, w in m.gater.named_parameters():
+        assert w.grad is not None and w.grad.abs().sum() > 0, name
+
+# -----------------------------------------------------------------------------
+# Straight-through baselines: H-Net and Nawrot (issue 3)
+
+
+@pytest.mark.parametrize('gater,modules', [('hnet', ['q_proj', 'k_proj']), ('nawrot', ['mlp'])])
+def test_straight_through_routers_learn_from_the_lm_loss(gater, modules):
+    m = make_model(gater=gater, downsampler=gater, upsampler=gater).train()
+    idx = rows(2, 64, seed=24)
+    torch.manual_seed(25)
+    lm_loss(m(idx), idx).backward()  # no aux_loss: the gradient comes through the chunking itself
+    for name in modules:
+        for pname, p in getattr(m.gater, name).named_parameters():
+            assert p.grad is not None and p.grad.abs().sum() > 0, f'{name}.{pname}'
+
+
+def test_hnet_upsampler_forward_is_the_hard_computation():
+    """ y = residual_proj(x) + z_bar[u_t] with z_bar the EMA over chunks at p of each chunk's gate byte: the
+        straight-through factor is 1 forward, and its gradient reaches p at every byte """
+    torch.manual_seed(26)
+    up = HNetUpsampler(tiny())
+    with torch.no_grad():
+        up.residual_proj.weight.normal_(0, 0.2)
+        up.residual_proj.bias.normal_(0, 0.2)
+    gates = random_gates([0.3, 0.6], 40, seed=27)
+    ends, _ = chunk_ends(gates)
+    x, zo = torch.randn(2, 40, 32), torch.randn(2, ends.size(1), 32)
+    probs = torch.rand(2, 40).requires_grad_()
+    y = up(x, zo, zo, gates, probs, ends)
+    p_ends = torch.gather(probs, 1, ends).clamp(1e-4, 1 - 1e-4)
+    ybar = gather(ema_loop(zo, p_ends.detach()), read_ids(gates))
+    torch.testing.assert_close(y, up.residual_proj(x) + ybar)
+    w = torch.randn_like(y)
+    (y * w).sum().backward()
+    off = gates == 0  # at a non-gate byte p reaches y only through the confidence 1 - p_t: d/dp = -w_t . ybar_t
+    torch.testing.assert_close(probs.grad[off], -(w * ybar).sum(-1)[off])
+
+
+def hard_and_straight_through_gates(T=40, seed=28):
+    torch.manual_seed(seed)
+    soft = torch.sigmoid(3 * torch.randn(3, T)).requires_grad_()
+    forced = torch.zeros(T, dtype=torch.bool)
+    forced[[0, -1]] = True
+    hard = torch.where(forced, 1.0, (soft > 0.5).float())
+    ste = torch.where(forced, 1.0, (soft > 0.5).float() - soft.detach() + soft)  # as NawrotGater, then forced
+    return soft, hard, ste
+
+
+def test_nawrot_pooling_with_ste_gates_equals_hard_gates():
+    soft, hard, ste = hard_and_straight_through_gates()
+    cfg = tiny(downsampler='nawrot', upsampler='nawrot')
+    down, up = NawrotDownsampler(cfg), NawrotUpsampler(cfg)
+    ends, _ = chunk_ends(hard)
+    x = torch.randn(3, 40, 32)
+    z_ste, zpos_ste = down(x, ste, ends)
+    z_hard, zpos_hard = down(x, hard, ends)
+    assert torch.equal(z_ste, z_hard) and torch.equal(zpos_ste, zpos_hard)
+    zo = torch.randn_like(z_hard)
+    y_ste, y_hard = up(x, z_ste, zo, ste, None, ends), up(x, z_hard, zo, hard, None, ends)
+    assert torch.equal(y_ste, y_hard)
+    ((z_ste * torch.randn_like(z_ste)).sum() + (y_ste * torch.randn_like(y_ste)).sum()).backward()
+    assert soft.grad.abs().sum() > 0  # the pooling trains the boundary predictor
+
+
+def test_nawrot_gates_are_exactly_zero_or_one():
+    gater = NawrotGater(tiny())
+    torch.manual_seed(29)
+    _, _, gates, _ = gater(3 * torch.randn(64, 64, 32), rows(64, 64, seed=29))
+    assert ((gates == 0) | (gates == 1)).all()  # not 0.99999994: the chunk counts come from these
+    assert 0 < gates.mean() < 1
+
+
+def test_nawrot_mean_pooling_null_group_and_shift():
+    """ slot 0 is the learned null group, slot j the mean of chunk j-1 (at the position of the first byte after it);
+        the upsampler hands byte t slot c_t, the chunk that closed before byte t's own """
+    torch.manual_seed(30)
+    cfg = tiny(downsampler='nawrot', upsampler='nawrot')
+    down, up = NawrotDownsampler(cfg), NawrotUpsampler(cfg)
+    gates = random_gates([0.3, 0.7], 30, seed=30)
+    ends, n = chunk_ends(gates)
+    x = torch.randn(2, 30, 32)
+    z, zpos = down(x, gates, ends)
+    c = chunk_ids(gates)
+    for b in range(2):
+        torch.testing.assert_close(z[b, 0], down.null.detach())
+        assert zpos[b, 0] == 0
+        for j in range(1, ends.size(1)):
+            if j - 1 < n[b]:
+                torch.testing.assert_close(z[b, j], x[b][c[b] == j - 1].mean(0))
+                assert zpos[b, j] == ends[b, j - 1] + 1
+            else:
+                assert (z[b, j] == 0).all()  # padding: no bytes
+    zo = torch.randn_like(z)
+    torch.testing.assert_close(up(x, z, zo, gates, None, ends), x + gather(zo, c))
+
+
+def test_ema_scan_equals_the_loop():
+    torch.manual_seed(31)
+    z, p = torch.randn(3, 16, 8), torch.rand(3, 16).clamp(1e-4, 1 - 1e-4)
+    torch.testing.assert_close(ema_scan(z, p), ema_loop(z.double(), p.double()).float())
+
+
+def test_ema_scan_with_p_one_is_plain_distribute():
+    """ p_k = 1 at every chunk: no smoothing, each chunk keeps its own value """
+    z = torch.randn(2, 6, 4)
+    torch.testing.assert_close(ema_scan(z, torch.ones(2, 6)), z)
+
+
+def test_ema_scan_is_fp32_accurate_at_paper_length():
+    """ 4096 bytes at rate 0.2 is ~820 chunks, with p > 0.5 at every H-Net gate: still float32-accurate """
+    torch.manual_seed(32)
+    z, p = torch.randn(2, 820, 8), (0.5 + 0.5 * torch.rand(2, 820)).clamp(1e-4, 1 - 1e-4)
+    torch.testing.assert_close(ema_scan(z, p), ema_loop(z.double(), p.double()).float())
+
+
+def test_hnet_ratio_loss_is_one_at_the_target_and_minimal_on_the_diagonal():
+    """ with G = F (the probabilities agree with the decisions) the loss is minimal at F = rate, where it is 1; F
+        carries no gradient, and at F = rate the gradient in G vanishes (above it G is pushed down, below up) """
+    rate, n = 0.2, 100
+    grid = [k / n for k in range(0, n + 1, 5)]
+
+    def loss(F_, G_, grad=False):
+        gates = (torch.arange(n) < round(F_ * n)).float()
+        probs = torch.full((n,), G_, requires_grad=grad)
+        return hnet_ratio_loss(gates, probs, rate), probs
+    diag = [loss(f, f)[0].item() for f in grid]
+    assert grid[diag.index(min(diag))] == rate
+    assert math.isclose(min(diag), 1.0, rel_tol=1e-6)
+    for F_, sign in ((0.1, -1), (0.2, 0), (0.3, 1)):
+        l, probs = loss(F_, 0.5, grad=True)
+        l.backward()
+        dG = probs.grad.sum().item()
+        assert (abs(dG) < 1e-5) if sign == 0 else (dG * sign > 0), F_
+
+
+def test_hnet_ratio_loss_mask_drops_padding():
+    gates, probs = random_gates([0.3, 0.3], 20, seed=33), torch.rand(2, 20)
+    mask = torch.ones(2, 20)
+    mask[1, 12:] = 0
+    keep = mask.bool()
+    torch.testing.assert_close(hnet_ratio_loss(gates, probs, 0.2, mask),
+                               hnet_ratio_loss(gates[keep], probs[keep], 0.2))
+
+
+@pytest.mark.parametrize('T', [50, 60, 33])
+def test_nawrot_binomial_prior_is_minimal_at_the_rate(T):
+    """ aux_loss = -log Binomial(count; T, rate) / T, smallest at the binomial's mode floor((T+1) rate), within one of
+        rate * T (T = 64 is avoided: 65 * 0.2 is whole, so 12 and 13 tie) """
+    gater, rate = NawrotGater(tiny()), 0.2
+    x, idx = torch.randn(1, T, 32), rows(1, T, seed=34)
+    aux = []
+    for k in range(T + 1):
+        gates = (torch.arange(T) < k).float()[None]
+        aux.append(gater(x, idx, gates)[3].item())
+        expected = -(math.log(math.comb(T, k)) + k * math.log(rate) + (T - k) * math.log(1 - rate)) / T
+        assert math.isclose(aux[-1], expected, rel_tol=1e-4), k
+    k = aux.index(min(aux))
+    assert k == math.floor((T + 1) * rate) and abs(k - rate * T) < 1
+
+# -----------------------------------------------------------------------------
+# Attention: the SDPA and softcap paths against a plain softmax; the sliding-window edge
+
+
+def attention_ref(q, k, v, window, softcap):
+    """ softmax(q k^T / sqrt(d)) v, causal, each query seeing its last `window` keys (itself included), in fp64 """
+    q, k, v = q.double(), k.double(), v.double()
+    T, d = q.size(1), q.size(-1)
+    s = torch.einsum('bihd,bjhd->bhij', q, k) / math.sqrt(d)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    s = s.masked_fill(~((j <= i) & (i - j < (window or T))), float('-inf'))
+    return torch.einsum('bhij,bjhd->bihd', s.softmax(-1), v).float()
+
+
+@pytest.mark.parametrize('window', [0, 8])
+@pytest.mark.parametrize('softcap', [0, 50.0])
+def test_attention_equals_reference(window, softcap):
+    torch.manual_seed(35)
+    q, k, v = 2 * torch.randn(2, 40, 2, 16), 2 * torch.randn(2, 40, 2, 16), torch.randn(2, 40, 2, 16)  # scores ~ 15
+    y = attention(q, k, v, window, softcap)
+    torch.testing.assert_close(y, attention_ref(q, k, v, window, softcap))
+    if softcap:  # the check would notice a missing softcap
+        assert (y - attention_ref(q, k, v, window, 0)).abs().amax() > 1e-2
+
+
+@pytest.mark.parametrize('softcap', [0, 50.0])
+def test_sliding_window_is_64_keys_including_the_query(softcap):
+    torch.manual_seed(36)
+    q, k, v = (torch.randn(1, 130, 2, 16) for _ in range(3))
+    y = attention(q, k, v, 64, softcap)
+    for key, changes in ((37, True), (36, False), (100, True)):  # query 100 sees keys 37..100
+        v2 = v.clone()
+        v2[:, key] += 1.0
+        d = (attention(q, k, v2, 64, softcap)[:, 100] - y[:, 100]).abs().amax()
+        assert (d > 1e-4) if changes else (d == 0), key
+
+# -----------------------------------------------------------------------------
+# generate
+
+
+def test_generate_bytes_gates_and_seed():
+    m = make_model(gater='sequential').eval()
+    with torch.no_grad():
+        m.lm_head.bias[256:] = 50.0  # BOS and the padding ids would win every draw if they were allowed
+    idx = rows(2, 5, seed=37)
+    torch.manual_seed(38)
+    new, gates = m.generate(idx, 10)
+    assert new.shape == (2, 10) and ((0 <= new) & (new < 256)).all()
+    assert gates.shape == (2, 15) and (gates[:, 0] == 1).all() and set(gates.unique().tolist()) <= {0, 1}
+    torch.manual_seed(38)
+    new2, gates2 = m.generate(idx, 10)
+    assert torch.equal(new, new2) and torch.equal(gates, gates2)
+
+
+def test_generate_crops_a_long_prompt():
+    m = make_model().eval()
+    idx = rows(2, 80, seed=39)  # longer than block_size = 64
+    new, gates = m.generate(idx, 5)
+    assert new.shape == (2, 5) and ((0 <= new) & (new < 256)).all()
+    assert gates.shape == (2, 63)  # the last block_size - 1 bytes, the placeholder dropped
+
+# -----------------------------------------------------------------------------
+# Sizes, bytes, names
+
+
+@pytest.mark.parametrize('name,expected', [('18m', 18.7e6), ('32m', 33.0e6), ('40m', 40.4e6), ('73m', 73.9e6),
+                                           ('90m', 90.4e6), ('130m', 130.5e6), ('147m', 147.1e6), ('346m', 366e6)])
+def test_preset_parameter_counts(name, expected):
+    """ SPEC 3.6: embedding, layers and both heads; the uniform gater has no parameters """
+    with torch.device('meta'):  # shapes only, no memory
+        m = ByteUNet(UNetConfig(**PRESETS[name], block_size=4096, gater='uniform'))
+    assert abs(m.get_num_params() - expected) / expected < 0.02
+
+
+def test_encode_decode_round_trip():
+    assert encode('hi') == [BOS, 104, 105]
+    for text in ('', 'hello', 'héllo wörld', '世界 🙂\n\t'):
+        assert decode(encode(text)) == text
+    assert decode([BOS, 0xff, 104, 300, 105]) == '\ufffdhi'  # invalid UTF-8 replaced, specials dropped
+    assert decode(torch.tensor(encode('ok'))) == 'ok'
+
+
+@pytest.mark.parametrize('field', ['gater', 'downsampler', 'upsampler'])
+def test_unknown_variant_names(field):
+    with pytest.raises(ValueError, match='bogus'):
+        ByteUNet(tiny(**{field: 'bogus'}))
+
+
+@pytest.mark.parametrize('down,up', [('nawrot', 'add'), ('select', 'nawrot'), ('hnet', 'nawrot'), ('nawrot', 'hnet')])
+def test_nawrot_pair_goes_together(down, up):
+    with pytest.raises(ValueError, match='nawrot'):
+        ByteUNet(tiny(downsampler=down, upsampler=up))
