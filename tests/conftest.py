@@ -8,3 +8,16 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True, scope='session')
+def one_thread():
+    """ the test tensors are tiny: one thread is as fast, and many times faster when the cores are shared """
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -21,14 +21,6 @@ COMBOS = [(g, d, u) for g in GATERS for d, u in PAIRS]  # every gater with every
 EXACT = dict(rtol=0, atol=1e-6)                          # "unchanged": float32 noise at most, nothing learned
 
 
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    """ tiny tensors: one thread is as fast, and many times faster when the two cores are shared with other jobs """
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def tiny(**kw):
     """ the test config: small enough for the CPU, window 8 so the sliding window matters within 64 bytes """

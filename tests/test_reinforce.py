@@ -18,14 +18,6 @@ from model import UNetConfig, ByteUNet, BOS, discounted_returns, hnet_ratio_loss
 
 
 
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    """ tensors of a few hundred numbers: a second thread only adds contention (50x slower on a busy 2-core box) """
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 # -----------------------------------------------------------------------------
 # train.py's REINFORCE step, line for line (the "REINFORCE-with-discounting step" block of the training loop, from
 # `m = M[:, 1:].float()` to `r_loss = ...`), cut into pieces so a test can swap one of them

@@ -51,14 +51,6 @@ def n_markers(s):
     return sum(m.group() == '|' for m in re.finditer(r'\\.|\|', s, flags=re.S))  # '|' not escaped by a '\'
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    """ tiny tensors: one thread is many times faster on a busy machine, and the subprocesses use one too """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope='module')
 def ckpts(tmp_path_factory):
