@@ -383,7 +383,7 @@ while True:
         print(f"iter {iter_num}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, lr {lr:.2e}, "
               f"pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, mfu {mfu * 100:.2f}%, {dt * 1000:.0f}ms")
         log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu,
-                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), aux_loss=float(out['aux_loss']), **s))
+                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), aux_loss=out['aux_loss'].detach().item(), **s))
     iter_num += 1
 
 if ddp:
