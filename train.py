@@ -387,4 +387,5 @@ while True:
     iter_num += 1
 
 if ddp:
+    dist.barrier() # rank 0 may still be writing the checkpoint: leave together
     dist.destroy_process_group()
