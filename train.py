@@ -180,16 +180,17 @@ def get_rows(split, rows):
         return [t.pin_memory().to(device, non_blocking=True) if t is not None else None for t in (X, M, G)]
     return [t.to(device) if t is not None else None for t in (X, M, G)]
 
-_perm = {} # epoch -> its shuffled document order, the latest one kept
+_perm = {} # epoch -> its shuffled document order, for the epochs still being read
 def train_rows(it, micro):
     """ the documents of micro-batch `micro` (0..gradient_accumulation_steps-1) of iteration `it`: a pure function of
         (seed, it, micro), so resuming continues the same stream, and rank r reads the micro-batches r, r+world, ...:
         a disjoint share of a global batch that does not depend on the process count """
     first = (it * gradient_accumulation_steps + micro) * batch_size # index into the endless stream of rows
     epoch, pos = divmod(np.arange(first, first + batch_size), n_docs['train'])
-    for e in set(epoch) - set(_perm):
-        _perm.clear() if len(_perm) > 1 else None
+    for e in set(epoch.tolist()) - set(_perm):
         _perm[e] = np.random.default_rng([seed, e]).permutation(n_docs['train'])
+    for e in [e for e in _perm if e < epoch[0]]: # epochs behind this micro-batch are never read again
+        del _perm[e]
     return np.array([_perm[e][p] for e, p in zip(epoch, pos)])
 
 def doc_bytes(split, rows):

@@ -76,6 +76,22 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir):
         assert torch.equal(a['model'][k], b['model'][k]), k
 
 
+def test_every_epoch_reads_every_document_once_when_the_batch_does_not_divide_the_corpus(tmp_path):
+    """ 9 documents, 8 rows per step: micro-batches straddle epoch boundaries; 9 steps are exactly 8 epochs """
+    docs = [b'x' * n for n in (3, 10, 20, 40, 63, 64, 80, 100, 7)]
+    for split in ('train', 'val'):
+        os.makedirs(tmp_path / 'data' / 'nine', exist_ok=True)
+        (tmp_path / 'data' / 'nine' / f'{split}.bin').write_bytes(b''.join(docs))
+        np.save(tmp_path / 'data' / 'nine' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]))
+    cmd = [sys.executable, 'train.py', *TINY, f'--data_dir={tmp_path / "data"}', '--dataset=nine',
+           f'--out_dir={tmp_path / "out"}', '--max_iters=9', '--eval_interval=9', '--gradient_accumulation_steps=2',
+           '--always_save_checkpoint=True']
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert r.returncode == 0, r.stderr[-3000:]
+    ckpt = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)
+    assert ckpt['bytes_seen'] == 8 * sum(min(len(d), 63) for d in docs) # a row reads at most block_size-1 bytes
+
+
 @pytest.mark.parametrize('gater', ['sequential', 'hnet'])
 def test_two_processes_match_one_on_the_same_global_batch(tmp_path, data_dir, gater):
     extra = ['--max_iters=2', '--eval_interval=2', '--gradient_accumulation_steps=2', f'--gater={gater}']
