@@ -21,7 +21,9 @@ Nawrot et al. 2023, Dynamic Token Pooling (arXiv 2211.09761); Karpathy, nanoGPT 
 """
 
 import math
+import re
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 import torch.nn as nn
@@ -619,3 +621,13 @@ def encode(text):
 def decode(ids):
     """ bytes back to text, specials dropped, invalid UTF-8 replaced """
     return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode('utf-8', errors='replace')
+
+
+def bpe_ends(enc, data):
+    """ bytes -> the positions where a token of the tiktoken encoding `enc` ends; an invalid UTF-8 byte is a token of
+        its own: b'the cat' as 'the', ' c', 'at' -> {2, 4, 6}. BPE guidance in train.py and sample.py --compare """
+    sizes = []
+    for part in re.split('([\udc80-\udcff])', data.decode('utf-8', errors='surrogateescape')): # bad byte -> U+DCxx
+        bad = '\udc80' <= part[:1] <= '\udcff' # one invalid byte
+        sizes += [1] if bad else [len(b) for b in enc.decode_tokens_bytes(enc.encode_ordinary(part))]
+    return {e - 1 for e in accumulate(sizes)}

@@ -8,14 +8,12 @@ Boundaries live on byte positions: gate g_t = 1 means byte t ENDS a chunk, so '|
 import codecs
 import math
 import os
-import re
 import sys
 from contextlib import nullcontext
-from itertools import accumulate
 
 import torch
 
-from model import ByteUNet, UNetConfig, decode, next_byte_nll
+from model import ByteUNet, UNetConfig, bpe_ends, decode, next_byte_nll
 from model import BOS as _BOS, WHITESPACE as _WS # '_': constants, not config keys for the configurator
 
 _COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
@@ -44,16 +42,6 @@ def precision_recall(pred, ref):
         empty: pred {1, 3, 4}, ref {3, 4, 7, 9} -> 2/3, 2/4. Recall against whitespace is the paper's ws_boundary """
     hit = len(pred & ref)
     return hit / len(pred) if pred else math.nan, hit / len(ref) if ref else math.nan
-
-
-def bpe_ends(enc, data):
-    """ byte positions where a token of the tiktoken encoding ends; an invalid UTF-8 byte is a token of its own:
-        b'the cat' as 'the', ' c', 'at' -> {2, 4, 6} """
-    sizes = []
-    for part in re.split('([\udc80-\udcff])', data.decode('utf-8', errors='surrogateescape')): # bad byte -> U+DCxx
-        bad = '\udc80' <= part[:1] <= '\udcff' # one invalid byte
-        sizes += [1] if bad else [len(b) for b in enc.decode_tokens_bytes(enc.encode_ordinary(part))]
-    return {e - 1 for e in accumulate(sizes)}
 
 
 @torch.no_grad()

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import UNetConfig, ByteUNet, discounted_returns, hnet_ratio_loss, next_byte_nll
+from model import UNetConfig, ByteUNet, bpe_ends, discounted_returns, hnet_ratio_loss, next_byte_nll
 
 # -----------------------------------------------------------------------------
 # default config values: a small model on the embedded pycode corpus that trains on a CPU in a few minutes
@@ -156,13 +156,12 @@ if prescribe == 'bpe':
         raise SystemExit(f"train.py: cannot load tiktoken encoding '{bpe_encoding}' (no network or cache?): {e}")
 
 def bpe_gates(row, n):
-    """ BPE guidance: a gate at the first byte of every tiktoken token of the row. NOT causal: whether a token ends
-        at byte t depends on the bytes after t, so this is an upper reference, not a tokenizer the model could learn.
-        Invalid UTF-8 is replaced before encoding, which can shift the later gates of that row by a byte or two. """
+    """ BPE guidance (SPEC 8): a gate at the first byte of every tiktoken token but the first, as the paper's code,
+        so a chunk ends where the next token begins. NOT causal: whether a token ends at byte t depends on the bytes
+        after t, so this is an upper reference, not a tokenizer the model could learn """
     g = np.zeros(len(row), dtype=np.float32)
-    tokens = enc.encode_ordinary(bytes(row[1:n]).decode('utf-8', errors='replace'))
-    starts = 1 + np.cumsum([0] + [len(enc.decode_single_token_bytes(t)) for t in tokens])[:-1] # after BOS
-    g[starts[starts < n]] = 1.0
+    ends = bpe_ends(enc, row[1:n].astype(np.uint8).tobytes()) # token ends, counted in the bytes after BOS
+    g[[e + 2 for e in ends if e + 2 < n]] = 1.0 # the next token starts at byte e+1, row position e+2
     return g
 
 def get_rows(split, rows):

@@ -18,28 +18,12 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from model import BOS, WHITESPACE, ByteUNet, UNetConfig, decode, next_byte_nll  # noqa: E402
-from sample import bpe_ends, precision_recall, render  # noqa: E402 (sample.py only runs as a script)
+from model import BOS, WHITESPACE, ByteUNet, UNetConfig, bpe_ends, decode, next_byte_nll  # noqa: E402
+from sample import precision_recall, render  # noqa: E402 (sample.py only runs as a script)
+from conftest import tiny_encoding  # noqa: E402 (and the `plugin` fixture)
 
 TEXT = b"the cat sat on the mat. the dog sat on the log. " * 20
-PAT = r" ?[a-z]+| ?[^a-z\s]+|\s+"
-MERGES = [b'th', b'the', b'at', b' c', b' t', b' th', b' the', b' s', b' sat', b'og', b' l', b' log']  # in rank order
-RANKS = {**{bytes([i]): i for i in range(256)}, **{m: 256 + i for i, m in enumerate(MERGES)}}  # each joins two before it
-PLUGIN = f"""
-from tiktoken.load import load_tiktoken_bpe
-RANKS = {RANKS!r}
-ENCODING_CONSTRUCTORS = {{
-    'tiny': lambda: dict(name='tiny', pat_str={PAT!r}, mergeable_ranks=RANKS, special_tokens={{}}),
-    # a real download from a host that never resolves (RFC 6761 .invalid): as gpt2 without network
-    'offline': lambda: dict(name='offline', pat_str={PAT!r}, special_tokens={{}},
-                            mergeable_ranks=load_tiktoken_bpe('https://nanotok.invalid/offline.tiktoken')),
-}}
-"""
 SEED = 1337  # sample.py's default seed
-
-
-def tiny_encoding():
-    return tiktoken.Encoding(name='tiny', pat_str=PAT, mergeable_ranks=RANKS, special_tokens={})
 
 
 def unmark(s):
@@ -76,16 +60,6 @@ def ckpts(tmp_path_factory):
                         config=dict(dataset='test', block_size=64, seed=0), iter_num=steps, best_val_loss=0.0,
                         bytes_seen=0), dirs[gater] / 'ckpt.pt')
     return dirs
-
-
-@pytest.fixture(scope='module')
-def plugin(tmp_path_factory):
-    """ a folder for PYTHONPATH whose tiktoken_ext/ (a namespace package) registers 'tiny' and 'offline' """
-    root = tmp_path_factory.mktemp('plugin')
-    (root / 'tiktoken_ext').mkdir()
-    (root / 'tiktoken_ext' / 'nanotok_test.py').write_text(PLUGIN)
-    (root / 'cache').mkdir()  # an empty TIKTOKEN_CACHE_DIR: nothing cached
-    return root
 
 
 def run(*flags, plugin=None):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT
-from model import UNetConfig, ByteUNet, PRESETS
+from conftest import ROOT, tiny_encoding
+from model import UNetConfig, ByteUNet, PRESETS, bpe_ends
 
 TINY = ['--device=cpu', '--dtype=float32', '--block_size=64', '--batch_size=4', '--n_embd=32', '--n_head=2',
         '--n_down=1', '--n_mid=1', '--n_up=1', '--window=16', '--eval_iters=2', '--log_interval=1',
@@ -114,6 +114,33 @@ def test_rate_loss_moves_the_realised_rate_toward_its_target(tmp_path, data_dir)
     rates = [r['rate'] for r in log if r['split'] == 'train']
     assert rates[0] < 0.3 # starts near the gater's own rate, 0.2
     assert abs(np.mean(rates[-10:]) - 0.6) < 0.1, rates # and is held near the target
+
+
+def test_bpe_guidance_gates_the_first_byte_of_every_token_but_the_first(tmp_path, plugin):
+    """ train.py with prescribe='bpe' and the 'tiny' encoding: the val rate it logs is the count of BPE gates
+        worked out here from the same bytes (plus the forced BOS gate, and the forced last gate of full rows) """
+    rng = np.random.default_rng(0)
+    words = [b'the', b' cat', b' sat', b' on', b' the', b' log', b'.']
+    docs = [b''.join(rng.choice(words, size=rng.integers(3, 30))) for _ in range(16)]
+    for split in ('train', 'val'):
+        os.makedirs(tmp_path / 'data' / 'cats', exist_ok=True)
+        (tmp_path / 'data' / 'cats' / f'{split}.bin').write_bytes(b''.join(docs))
+        np.save(tmp_path / 'data' / 'cats' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]))
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=str(plugin), TIKTOKEN_CACHE_DIR=str(plugin / 'cache'))
+    cmd = [sys.executable, 'train.py', *TINY, f'--data_dir={tmp_path / "data"}', '--dataset=cats',
+           f'--out_dir={tmp_path / "out"}', '--prescribe=bpe', '--bpe_encoding=tiny', '--eval_only=True']
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    val = [json.loads(line) for line in open(tmp_path / 'out' / 'log.jsonl')][0]
+    gates = positions = 0
+    for doc in docs[:2 * 4]: # eval_iters * batch_size documents
+        doc = doc[:63] # a row: BOS + up to 63 bytes
+        n = 1 + len(doc)
+        starts = {e + 2 for e in bpe_ends(tiny_encoding(), doc) if e + 2 < n} # every token's first byte but the first
+        gates += 1 + len(starts | ({63} if n == 64 else set())) # BOS, the token starts, the last position if real
+        positions += n
+    assert 0.15 < gates / positions < 0.5 # tokens of a few bytes: far from a gate at every byte
+    assert val['rate'] == pytest.approx(gates / positions, abs=1e-6)
 
 
 def test_bad_flags_name_the_key(tmp_path, data_dir):
