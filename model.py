@@ -106,16 +106,32 @@ def attention(q, k, v, window, softcap):
     if flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
         left = window - 1 if window else -1 # flash-attn counts keys to the left of the query
         return flash_attn_func(q, k, v, causal=True, window_size=(left, 0), softcap=softcap)
+    if window and T > window:
+        return local_attention(q, k, v, window, softcap)
     q, k, v = (t.transpose(1, 2) for t in (q, k, v)) # (B, H, T, d)
-    i = torch.arange(T, device=q.device)
-    mask = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - (window or T)) # (T, T), True where allowed
-    if softcap: # SDPA has no softcap, so write the scores out (fine on a CPU; on a GPU install flash-attn)
-        s = (q @ k.transpose(-2, -1)) / math.sqrt(d)
-        s = (softcap * torch.tanh(s / softcap)).masked_fill(~mask, float('-inf'))
-        y = F.softmax(s.float(), dim=-1).type_as(v) @ v
+    if softcap: # SDPA has no softcap, so write the scores out: (T, T) per head, fine for the mid layers' chunks
+        s = softcap * torch.tanh((q @ k.transpose(-2, -1)) / (math.sqrt(d) * softcap))
+        causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        y = F.softmax(s.float().masked_fill(~causal, float('-inf')), dim=-1).type_as(v) @ v
     else:
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     return y.transpose(1, 2)
+
+
+def local_attention(q, k, v, W, softcap):
+    """ sliding-window causal attention without flash-attn: blocks of W queries, each against the W keys of its own
+        block and the W of the block before (zeros before block 0), so the scores take O(T*W) memory, not O(T^2) """
+    B, T, H, d = q.shape
+    n = -(-T // W) # blocks, the last one right-padded (padded keys lie in the future of every real query)
+    q, k, v = (F.pad(t.transpose(1, 2), (0, 0, 0, n * W - T)).view(B, H, n, W, d) for t in (q, k, v))
+    k, v = (torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1], t], dim=3) for t in (k, v)) # (B, H, n, 2W, d)
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(d) # (B, H, n, W, 2W)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i, j, b = torch.arange(W, device=q.device)[:, None] + W, torch.arange(2 * W, device=q.device), torch.arange(n)
+    allowed = (j <= i) & (j > i - W) & ((b[:, None, None] > 0) | (j >= W)).to(q.device) # (n, W, 2W)
+    y = F.softmax(s.float().masked_fill(~allowed, float('-inf')), dim=-1).type_as(v) @ v # (B, H, n, W, d)
+    return y.reshape(B, H, n * W, d)[:, :, :T].transpose(1, 2)
 
 
 class CausalSelfAttention(nn.Module):
