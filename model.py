@@ -194,6 +194,7 @@ def read_ids(gates):
     return (gates.cumsum(-1) - 1).long()
 
 
+@torch.compiler.disable # its host sync (the chunk count) breaks the graph anyway: make it one clean break
 def chunk_ends(gates):
     """ positions e_k of the gates of each row, padded with 0 to S = the most chunks in the batch; and the counts:
         gates [[1 0 1 1], [1 0 0 1]] -> ends [[0 2 3], [0 3 0]], n_chunks [3, 2] """
@@ -319,6 +320,7 @@ class SequentialGater(nn.Module):
         return self.cap * torch.tanh(y / self.cap) if self.training and self.cap else y # capped in train mode only
 
     @torch.no_grad()
+    @torch.compiler.disable # a loop over T positions: torch.compile would unroll it into a graph of ~20*T ops
     def scan(self, V):
         """ sample a_0..a_{T-1} one position at a time; a_0 = 1, the forced first gate, seeds the history """
         B, T, w = V.shape

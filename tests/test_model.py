@@ -562,6 +562,26 @@ def test_sliding_window_is_64_keys_including_the_query(softcap):
         d = (attention(q, k, v2, 64, softcap)[:, 100] - y[:, 100]).abs().amax()
         assert (d > 1e-4) if changes else (d == 0), key
 
+@pytest.mark.parametrize('gater', ['sequential', 'hnet'])
+def test_compile_keeps_the_outputs_and_does_not_unroll_the_scan(gater):
+    """ torch.compile (eager backend: dynamo's graph capture without code generation) gives the eager outputs, and its
+        graphs do not grow with the row length: the scan over positions is left to Python, not unrolled """
+    extra = dict(downsampler='hnet', upsampler='hnet') if gater == 'hnet' else {}
+    m = make_model(gater=gater, block_size=64, **extra).eval()
+    ops = []
+    for T in (16, 64):
+        torch._dynamo.reset()
+        idx = rows(2, T, seed=60)
+        torch.manual_seed(61)
+        want = m(idx)
+        torch.manual_seed(61)
+        got = torch.compile(m, backend='eager', dynamic=False)(idx)
+        for key in ('logits', 'early_logits', 'gates'):
+            torch.testing.assert_close(got[key], want[key], msg=key)
+        ops.append(torch._dynamo.explain(m)(idx).op_count)
+    assert ops[0] == ops[1], ops
+
+
 # -----------------------------------------------------------------------------
 # generate
 
