@@ -491,12 +491,13 @@ def ema_scan(z, p):
     """ z_bar_k = p_k z_k + (1 - p_k) z_bar_{k-1}, z_bar_{-1} = 0, for z (B, S, C), p (B, S), as one matmul:
         z_bar_k = sum_{j<=k} p_j z_j prod_{j<i<=k} (1 - p_i); in fp32 (the reference runs it in bf16) """
     S = p.size(1)
-    below = torch.ones(S, S, dtype=torch.bool, device=p.device).tril(-1) # i > j
-    logq = torch.log1p(-p.float())[:, :, None].expand(-1, S, S)         # (B, S, S), [i, j] = log(1 - p_i)
-    seg = logq.masked_fill(~below, 0).cumsum(1)                          # [k, j] = sum_{j<i<=k} log(1 - p_i), summed
-    seg = seg.masked_fill(torch.ones_like(below).triu(1), float('-inf'))  # j > k: no weight
-    W = seg.exp() * p.float()[:, None, :]                                # directly: no cancellation, exact at p = 1
-    return (W @ z.float()).type_as(z)
+    with torch.autocast(z.device.type, enabled=False): # or autocast would run the matmul in bf16
+        below = torch.ones(S, S, dtype=torch.bool, device=p.device).tril(-1) # i > j
+        logq = torch.log1p(-p.float())[:, :, None].expand(-1, S, S)         # (B, S, S), [i, j] = log(1 - p_i)
+        seg = logq.masked_fill(~below, 0).cumsum(1)                        # [k, j] = sum_{j<i<=k} log(1 - p_i)
+        seg = seg.masked_fill(torch.ones_like(below).triu(1), float('-inf')) # j > k: no weight
+        W = seg.exp() * p.float()[:, None, :]                              # directly: no cancellation, exact at p=1
+        return (W @ z.float()).type_as(z)
 
 
 class HNetUpsampler(AddUpsampler):

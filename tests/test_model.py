@@ -477,6 +477,8 @@ def test_ema_scan_is_fp32_accurate_at_paper_length():
     torch.manual_seed(32)
     z, p = torch.randn(2, 820, 8), (0.5 + 0.5 * torch.rand(2, 820)).clamp(1e-4, 1 - 1e-4)
     torch.testing.assert_close(ema_scan(z, p), ema_loop(z.double(), p.double()).float())
+    with torch.autocast('cpu', dtype=torch.bfloat16): # as train.py's bf16 autocast on CUDA: still fp32 inside
+        torch.testing.assert_close(ema_scan(z, p), ema_loop(z.double(), p.double()).float())
 
 
 def test_hnet_ratio_loss_is_one_at_the_target_and_minimal_on_the_diagonal():
