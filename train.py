@@ -221,6 +221,8 @@ scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
+    if checkpoint.get('scaler'): # fp16 runs: the loss scale resumes where it was
+        scaler.load_state_dict(checkpoint['scaler'])
     checkpoint = None # free up memory
 raw_model = model # unwrapped, for saving, evaluation and the MFU estimate
 if master_process:
@@ -286,7 +288,8 @@ def log(row):
 def save_checkpoint():
     """ written to a temporary name, then renamed: a crash mid-write never leaves a broken ckpt.pt """
     ckpt = dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(), model_args=asdict(raw_model.config),
-                config=config, iter_num=iter_num, best_val_loss=best_val_loss, bytes_seen=bytes_seen)
+                config=config, iter_num=iter_num, best_val_loss=best_val_loss, bytes_seen=bytes_seen,
+                scaler=scaler.state_dict())
     path = os.path.join(out_dir, 'ckpt.pt')
     torch.save(ckpt, path + '.tmp')
     os.replace(path + '.tmp', path)

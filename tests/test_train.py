@@ -76,6 +76,15 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir):
         assert torch.equal(a['model'][k], b['model'][k]), k
 
 
+def test_resume_restores_the_fp16_loss_scaler(tmp_path, data_dir):
+    """ float16 (on a CPU: fp32 compute, scaled loss): the scaler counts its steps since the last backoff """
+    train(tmp_path, data_dir, '--dtype=float16', '--max_iters=2', '--eval_interval=2', '--always_save_checkpoint=True')
+    train(tmp_path, data_dir, '--dtype=float16', '--max_iters=4', '--eval_interval=2', '--always_save_checkpoint=True',
+          '--init_from=resume')
+    scaler = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['scaler']
+    assert scaler['scale'] == 2.0 ** 16 and scaler['_growth_tracker'] == 4 # 2 + 2 steps: the count survived
+
+
 def test_every_epoch_reads_every_document_once_when_the_batch_does_not_divide_the_corpus(tmp_path):
     """ 9 documents, 8 rows per step: micro-batches straddle epoch boundaries; 9 steps are exactly 8 epochs """
     docs = [b'x' * n for n in (3, 10, 20, 40, 63, 64, 80, 100, 7)]
