@@ -56,7 +56,7 @@ class UNetConfig:
     filter_size: int = 8        # sequential gater: w, the gate sees the byte state and the w-1 previous gates
     gate_scale: float = 1 / 16  # sequential gater: logit = softcap(scale * filter + logit(rate))
     gate_softcap: float = 6.0   # sequential gater: logit cap in train mode only (eval samples uncapped, as the paper)
-    nawrot_temp: float = 0.5    # nawrot gater: temperature of the relaxed Bernoulli
+    nawrot_temp: float = 0.5    # nawrot gater: relaxed Bernoulli temperature (Nawrot et al. 0.5, the paper's run 1.0)
 
 
 PRESETS = {  # the paper's sizes (SPEC 7.3), head size 64; the name counts parameters with both heads
