@@ -30,7 +30,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 try:  # used only on CUDA; everything else goes through scaled_dot_product_attention
-    from flash_attn import flash_attn_func
+    from flash_attn import flash_attn_func, __version__ as _flash_version
+    if tuple(int(v) for v in _flash_version.split('.')[:2]) < (2, 6): # softcap= arrived in flash-attn 2.6
+        flash_attn_func = None
 except ImportError:
     flash_attn_func = None
 
