@@ -1,24 +1,28 @@
-"""
-Poor Man's Configurator, after nanoGPT's. Example usage:
-$ python train.py config/override_file.py --batch_size=32
-this first runs config/override_file.py, then overrides batch_size to 32.
-
-It is not a module. train.py and sample.py define their defaults as module-level globals, then run
->>> exec(open('configurator.py').read())
-and the code below overrides those globals() in place, walking sys.argv[1:] left to right:
-- an argument without a leading '--' is a config file, plain Python exec'd into the same globals;
-- --key=value: key must already be a global; the value goes through ast.literal_eval (else stays a string)
-  and must have the default's type, except that an int is accepted for a float and anything for a None;
-- a bare --flag means --flag=True and is only allowed for bool keys.
-So the order is defaults in the script, then config files, then flags, and the last one wins.
-A mistake exits with one line naming the argument (SystemExit: no traceback, once per rank under torchrun).
-"""
+# Poor Man's Configurator, after nanoGPT's. Example usage:
+# $ python train.py config/override_file.py --batch_size=32
+# this first runs config/override_file.py, then overrides batch_size to 32.
+#
+# It is not a module. train.py and sample.py define their defaults as module-level globals, then run
+# >>> exec(open('configurator.py').read())
+# and the code below overrides those globals() in place, walking sys.argv[1:] left to right:
+# - an argument without a leading '--' is a config file, plain Python exec'd into the same globals;
+# - --key=value: key must already be a global; the value goes through ast.literal_eval (else stays a string)
+#   and must have the default's type, except that an int is accepted for a float and anything for a None;
+# - a bare --flag means --flag=True and is only allowed for bool keys.
+# So the order is defaults in the script, then config files, then flags, and the last one wins.
+# A mistake exits with one line naming the argument (SystemExit: no traceback, once per rank under torchrun).
+# (A comment, not a docstring: exec'd as a docstring it would replace the script's own __doc__, which --help prints.)
 import sys
 from ast import literal_eval
 
 # every name set here starts with '_', so it can neither clobber nor pose as one of the caller's config keys
 _defaults = dict(globals())  # types are checked against the script's defaults, so a None default stays open
+_is_key = lambda k, v: not k.startswith('_') and (v is None or type(v) in (int, float, bool, str))
 for _i, _arg in enumerate(sys.argv[1:], 1):
+    if _arg in ('-h', '--help'):
+        print((globals().get('__doc__') or '').strip() + '\n\nconfig keys (--key=value) and their defaults:')
+        print('\n'.join(f'  --{k}={v!r}' for k, v in _defaults.items() if _is_key(k, v)))
+        raise SystemExit(0)
     if not _arg.startswith('--'):
         # a config file
         try:
@@ -34,8 +38,7 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
             raise SystemExit(f"configurator: config file '{_arg}' sets unknown key(s) {', '.join(_typos)}")
         continue
     _key, _eq, _val = _arg[2:].partition('=')  # split at the first '=' only: --start=a=b gives 'a=b'
-    _keys = sorted(k for k, v in globals().items()
-                   if not k.startswith('_') and not callable(v) and not isinstance(v, type(sys)))  # no modules
+    _keys = sorted(k for k, v in globals().items() if _is_key(k, v))  # scalars: no modules, functions or lists
     if _key not in _keys:
         raise SystemExit(f"configurator: unknown config key '{_key}' (from {_arg}); valid keys: {', '.join(_keys)}")
     _old = _defaults.get(_key, globals()[_key])  # (or a config file's value, for a key the script lacks)

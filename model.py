@@ -11,7 +11,7 @@ five bytes, so most of the compute is spent at chunk rate. The gater is trained 
 paper's method, `sequential`); the straight-through baselines (`hnet`, `nawrot`) and fixed boundaries (`uniform`,
 `equidistant`, `whitespace`, BPE through `gates=`) share the same model, so a comparison is one flag away.
 
-Departures from the paper's code (SPEC.md section 11), each on purpose:
+Departures from the paper's code, each on purpose:
 - exact integer RoPE positions (the reference rounds them to bf16), fp32 master weights with bf16 autocast;
 - the sequential gater's scan starts from the forced first gate and runs on the model's device;
 - a sliding window of 64 keys including the query itself (flash-attn's window_size=(63, 0)).
@@ -60,8 +60,18 @@ class UNetConfig:
     gate_softcap: float = 6.0   # sequential gater: logit cap in train mode only (eval samples uncapped, as the paper)
     nawrot_temp: float = 0.5    # nawrot gater: relaxed Bernoulli temperature (Nawrot et al. 0.5, the paper's run 1.0)
 
+    def __post_init__(self): # a bad combination fails here, with its name, not deep inside forward
+        if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"n_embd={self.n_embd} must split into n_head={self.n_head} heads of an even size (RoPE)")
+        if (self.downsampler == 'nawrot') != (self.upsampler == 'nawrot'): # select + nawrot-up would leak
+            raise ValueError(f"downsampler '{self.downsampler}' with upsampler '{self.upsampler}': the nawrot "
+                             "pair shifts chunks by one slot together, so use both or neither")
+        for name, table in (('gater', GATERS), ('downsampler', DOWNSAMPLERS), ('upsampler', UPSAMPLERS)):
+            if getattr(self, name) not in table:
+                raise ValueError(f"unknown {name} '{getattr(self, name)}'; choose one of {', '.join(table)}")
 
-PRESETS = {  # the paper's sizes (SPEC 7.3), head size 64; the name counts parameters with both heads
+
+PRESETS = {  # the paper's sizes, head size 64; the name counts parameters with both heads
     '18m':  dict(n_embd=384, n_head=6, n_down=2, n_mid=6, n_up=2),
     '32m':  dict(n_embd=512, n_head=8, n_down=2, n_mid=6, n_up=2),
     '40m':  dict(n_embd=512, n_head=8, n_down=4, n_mid=6, n_up=4),
@@ -536,13 +546,6 @@ class ByteUNet(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        assert config.n_embd % config.n_head == 0 and (config.n_embd // config.n_head) % 2 == 0
-        if (config.downsampler == 'nawrot') != (config.upsampler == 'nawrot'): # select + nawrot-up would leak
-            raise ValueError(f"downsampler '{config.downsampler}' with upsampler '{config.upsampler}': the nawrot "
-                             "pair shifts chunks by one slot together, so use both or neither")
-        for name, table in (('gater', GATERS), ('downsampler', DOWNSAMPLERS), ('upsampler', UPSAMPLERS)):
-            if getattr(config, name) not in table:
-                raise ValueError(f"unknown {name} '{getattr(config, name)}'; choose one of {', '.join(table)}")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         nn.init.normal_(self.wte.weight)                       # N(0, 1), no sqrt(D) scale, as the paper's code

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 HUB = {  # name -> (hub repo, config, text field, minimum UTF-8 bytes kept)
-    'fineweb': ('HuggingFaceFW/fineweb', 'sample-100BT', 'text', 4097),  # SPEC 8: len > 4096
-    'codeparrot': ('transformersbook/codeparrot', None, 'content', 4096),  # SPEC 8: len >= 4096
+    'fineweb': ('HuggingFaceFW/fineweb', 'sample-100BT', 'text', 4097),  # the paper's filter: len > 4096
+    'codeparrot': ('transformersbook/codeparrot', None, 'content', 4096),  # the paper's filter: len >= 4096
 }
 NAMES = [*HUB, 'pycode', 'files']
 SOURCE_EXTS = ('.json', '.jsonl', '.json.gz', '.jsonl.gz', '.parquet')

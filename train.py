@@ -82,10 +82,10 @@ batch_baseline = True # subtract the batch mean reward at each position
 rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - target); 'hnet': H-Net's ratio loss
 rate_weight = 0.01 # lambda_c
 rate_target = 0.2 # share of bytes that end a chunk
-rate_start = 0.2 # the target moves linearly from rate_start to rate_target over rate_warmup_iters (SPEC 6.11)
+rate_start = 0.2 # the target moves linearly from rate_start to rate_target over rate_warmup_iters
 rate_warmup_iters = 0
 aux_weight = 1.0 # weight of the model's own aux_loss (H-Net ratio loss, Nawrot's binomial prior)
-warm_start_iters = 0 # off-policy warm start (SPEC 6.6): gates ~ Bernoulli(warm_start_rate), importance-weighted
+warm_start_iters = 0 # off-policy warm start: gates ~ Bernoulli(warm_start_rate), importance-weighted
 warm_start_rate = 0.2
 # adamw optimizer and schedule: linear warmup from 0.1*lr, then cosine to min_lr at lr_decay_iters
 learning_rate = 3e-3
@@ -108,6 +108,22 @@ exec(open('configurator.py').read()) # overrides from the command line or a conf
 config = {k: globals()[k] for k in config_keys} # will be useful for logging
 model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
 from model import BOS, WHITESPACE # after the configurator, so they are not config keys
+# values the configurator cannot judge by their type: one line each, before any work starts
+for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters', 'eval_interval', 'log_interval'):
+    if config[k] <= 0:
+        raise SystemExit(f"train.py: --{k}={config[k]} must be positive")
+if dtype not in ('float32', 'bfloat16', 'float16'):
+    raise SystemExit(f"train.py: --dtype={dtype}: use float32, bfloat16 or float16")
+if device.startswith('cuda') and not torch.cuda.is_available():
+    raise SystemExit(f"train.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu --dtype=float32")
+try:
+    torch.device(device)
+except RuntimeError as e:
+    raise SystemExit(f"train.py: --device={device}: {e}")
+try:
+    UNetConfig(**{k: config[k] for k in model_keys}) # checks the variant names and their combination
+except ValueError as e:
+    raise SystemExit(f"train.py: {e}")
 # -----------------------------------------------------------------------------
 
 ddp = int(os.environ.get('RANK', -1)) != -1 # is this a torchrun run?
@@ -120,8 +136,9 @@ if ddp:
 else:
     ddp_rank, ddp_world_size = 0, 1
 master_process = ddp_rank == 0 # this process logs, evaluates the totals and writes checkpoints
-assert gradient_accumulation_steps % ddp_world_size == 0, \
-    f"gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple of the {ddp_world_size} processes"
+if gradient_accumulation_steps % ddp_world_size: # the global batch is fixed; the processes split its micro-steps
+    raise SystemExit(f"train.py: --gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple of "
+                     f"the {ddp_world_size} processes (it counts micro-steps over all of them)")
 accum = gradient_accumulation_steps // ddp_world_size # micro-steps of this process
 rows_per_iter = gradient_accumulation_steps * batch_size # over all processes
 if master_process:
@@ -156,7 +173,7 @@ if prescribe == 'bpe':
         raise SystemExit(f"train.py: cannot load tiktoken encoding '{bpe_encoding}' (no network or cache?): {e}")
 
 def bpe_gates(row, n):
-    """ BPE guidance (SPEC 8): a gate at the first byte of every tiktoken token but the first, as the paper's code,
+    """ BPE guidance: a gate at the first byte of every tiktoken token but the first, as the paper's code,
         so a chunk ends where the next token begins. NOT causal: whether a token ends at byte t depends on the bytes
         after t, so this is an upper reference, not a tokenizer the model could learn """
     g = np.zeros(len(row), dtype=np.float32)
@@ -270,7 +287,7 @@ def estimate_val():
     return summarize(sums)
 
 def get_lr(it):
-    """ linear warmup from 0.1*lr (SPEC 7.4), then cosine down to min_lr """
+    """ linear warmup from 0.1*lr (as the paper), then cosine down to min_lr """
     if it < warmup_iters:
         return learning_rate * (0.1 + 0.9 * it / warmup_iters)
     if it > lr_decay_iters:
@@ -321,7 +338,7 @@ while True:
     if iter_num == 0 and eval_only or iter_num >= max_iters:
         break
 
-    # the REINFORCE-with-discounting step, once per micro-batch (SPEC 6)
+    # the REINFORCE-with-discounting step, once per micro-batch
     target = rate_target + (rate_start - rate_target) * max(0.0, 1 - iter_num / rate_warmup_iters) \
         if rate_warmup_iters else rate_target
     stats = torch.zeros(7, device=device)
@@ -351,7 +368,7 @@ while True:
             gate_logits, gate_probs, gates = out['gate_logits'].float(), out['gate_probs'].float(), out['gates']
             logp = -F.binary_cross_entropy_with_logits(gate_logits, gates.float(), reduction='none') # log pi(g_t)
             q = gate_probs.detach() if behaviour is None else behaviour # the probabilities the gates were drawn with
-            # per-decision importance ratio (SPEC 6.5), 1 on-policy; off-policy it is a heuristic, exact only for
+            # per-decision importance ratio, 1 on-policy; off-policy it is a heuristic, exact only for
             # independent gates with local rewards (tests/test_reinforce.py); the whole sequence's ratio would be exact
             ratio = torch.where(gates > 0, gate_probs / q, (1 - gate_probs) / (1 - q)).detach()
             ratio = torch.where(M, ratio, 0.0) # padding (and its 0/0) drops out

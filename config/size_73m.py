@@ -1,4 +1,4 @@
-# the paper's 73M model (73.9M parameters) and its budget (SPEC 7.3); combined with a method_*.py file
+# the paper's 73M model (73.9M parameters) and its budget; combined with a method_*.py file
 dataset = 'fineweb'
 block_size = 4096 # BOS + the first 4095 bytes of each document
 n_embd = 768

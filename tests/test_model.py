@@ -160,7 +160,7 @@ def test_early_head_sees_one_window():
         assert (d > 1e-4) if changes else (d == 0), f'byte {j}'
 
 # -----------------------------------------------------------------------------
-# Chunk index helpers: the docstring examples and SPEC 5.1
+# Chunk index helpers: the docstring examples and the paper code's own test
 
 
 def test_chunk_ids_and_read_ids_worked_example():
@@ -175,7 +175,7 @@ def test_read_ids_is_chunk_ids_or_the_one_before():
 
 
 def test_distribute_example():
-    """ SPEC 5.1 (clean_code/testing_distribute_upsampler.py): g = 1 1 1 0 1 0 1, chunks 0..4 -> 0 1 2 2 3 3 4 """
+    """ the paper code's test (clean_code/testing_distribute_upsampler.py): g = 1 1 1 0 1 0 1, chunks 0..4 -> 0 1 2 2 3 3 4 """
     g = torch.tensor([[1, 1, 1, 0, 1, 0, 1]])
     z = torch.arange(5.0).view(1, 5, 1)
     assert gather(z, read_ids(g))[0, :, 0].tolist() == [0, 1, 2, 2, 3, 3, 4]
@@ -616,7 +616,7 @@ def test_generate_crops_a_long_prompt():
 @pytest.mark.parametrize('name,expected', [('18m', 18.7e6), ('32m', 33.0e6), ('40m', 40.4e6), ('73m', 73.9e6),
                                            ('90m', 90.4e6), ('130m', 130.5e6), ('147m', 147.1e6), ('346m', 366e6)])
 def test_preset_parameter_counts(name, expected):
-    """ SPEC 3.6: embedding, layers and both heads; the uniform gater has no parameters """
+    """ the paper's counts: embedding, layers and both heads; the uniform gater has no parameters """
     with torch.device('meta'):  # shapes only, no memory
         m = ByteUNet(UNetConfig(**PRESETS[name], block_size=4096, gater='uniform'))
     assert abs(m.get_num_params() - expected) / expected < 0.02

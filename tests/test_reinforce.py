@@ -230,7 +230,7 @@ def test_batch_baseline_scales_the_expected_gradient_by_b_minus_1_over_b():
     assert_grad_close(est, (B - 1) / B * exact)
 
 # -----------------------------------------------------------------------------
-# 4. the off-policy importance ratio (SPEC 6.6, warm start): train.py weights each decision by its own ratio
+# 4. the off-policy importance ratio (the warm start): train.py weights each decision by its own ratio
 # rho_t = pi_t / q_t, not by the product over the gates drawn so far. That is unbiased only when the gates are
 # independent AND each reward depends on its own gate only; otherwise the other gates come from q, not pi.
 

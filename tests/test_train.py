@@ -153,9 +153,17 @@ def test_bpe_guidance_gates_the_first_byte_of_every_token_but_the_first(tmp_path
 
 
 def test_bad_flags_name_the_key(tmp_path, data_dir):
-    for arg, key in (('--batch_sise=4', 'batch_sise'), ('--batch_size=four', 'batch_size')):
+    for arg, key in (('--batch_sise=4', 'batch_sise'), ('--batch_size=four', 'batch_size'),
+                     ('--batch_size=0', 'batch_size=0'), ('--gater=seq', "unknown gater 'seq'"),
+                     ('--dtype=fp8', 'dtype=fp8'), ('--device=gpu', 'device=gpu'),
+                     ('--downsampler=nawrot', 'nawrot pair')):
         r = subprocess.run([sys.executable, 'train.py', arg], cwd=ROOT, capture_output=True, text=True)
-        assert r.returncode != 0 and key in r.stderr and 'Traceback' not in r.stderr
+        assert r.returncode != 0 and key in r.stderr and 'Traceback' not in r.stderr, (arg, r.stderr[-2000:])
+    r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
+                        *TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path}'],
+                       cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert r.returncode != 0 and 'gradient_accumulation_steps=1 must be a multiple of the 2 processes' in r.stderr
+    assert 'train.py", line' not in r.stderr # torchrun prints its own traceback, but none comes from train.py
     r = subprocess.run([sys.executable, 'train.py', '--dataset=nope', f'--data_dir={tmp_path}'], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode != 0 and 'prepare.py nope' in r.stderr and 'Traceback' not in r.stderr
