@@ -655,3 +655,13 @@ def bpe_ends(enc, data):
         bad = '\udc80' <= part[:1] <= '\udcff' # one invalid byte
         sizes += [1] if bad else [len(b) for b in enc.decode_tokens_bytes(enc.encode_ordinary(part))]
     return {e - 1 for e in accumulate(sizes)}
+
+
+def bpe_gates(enc, data, T):
+    """ BPE guidance, as the paper's code: the row [BOS] + data gets a gate at the first byte of every token but the
+        first, so a chunk ends where the next token begins -> (T,) floats. NOT causal: whether a token ends at byte t
+        depends on the bytes after t, so this is an upper reference, not a tokenizer a model could learn.
+        b'the cat' as 'the', ' c', 'at' -> row positions 4 and 6 (the ' ' and the 'a') """
+    g = torch.zeros(T)
+    g[[e + 2 for e in bpe_ends(enc, data) if e + 2 <= len(data)]] = 1.0 # data byte e+1 is row position e+2
+    return g

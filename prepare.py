@@ -150,7 +150,6 @@ def main(argv=None):
         sys.exit(f'prepare.py: files needs --path=DIR, a folder that exists (got {a.path!r})')
     if a.source and not os.path.exists(a.source):
         sys.exit(f'prepare.py: --source={a.source} does not exist')
-    os.makedirs(a.out_dir, exist_ok=True)
     progress = Progress(a.name, total=a.max_bytes if a.name in HUB else None)
     with ThreadPoolExecutor(16) as pool:  # reading many small files is I/O-bound: threads overlap it
         if a.name in HUB:
@@ -164,11 +163,15 @@ def main(argv=None):
                 sys.exit(f'prepare.py: no non-empty files match {pattern!r} under {root}')
             progress.total = sum(p.stat().st_size for _, p in files)
             val, train = local_splits(a, files, pool)
+        made = not os.path.isdir(a.out_dir)
+        os.makedirs(a.out_dir, exist_ok=True)
         try:
             renames = write(a.out_dir, 'val', val, progress) + write(a.out_dir, 'train', train, progress)
         except Exception as e:  # no network, a bad --source, an unreadable file: one line, not a traceback
             for f in Path(a.out_dir).glob('*.tmp'):
                 f.unlink()  # leave no half-written files behind
+            if made and not os.listdir(a.out_dir):
+                os.rmdir(a.out_dir)  # nor an empty folder that looks like a dataset
             if a.name not in HUB and not isinstance(e, OSError):
                 raise  # a bug, not bad input
             msg = f'{type(e).__name__}: {e}'.replace('\n', ' ')[:300]

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 import torch
 
-from model import ByteUNet, UNetConfig, bpe_ends, decode, next_byte_nll
+from model import ByteUNet, UNetConfig, bpe_ends, bpe_gates, decode, next_byte_nll
 from model import BOS as _BOS, WHITESPACE as _WS # '_': constants, not config keys for the configurator
 
 _COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
@@ -45,9 +45,10 @@ def precision_recall(pred, ref):
 
 
 @torch.no_grad()
-def analyze_bytes(model, data, batch_size, seed, ctx):
+def analyze_bytes(model, data, batch_size, seed, ctx, enc=None):
     """ the model on rows [BOS] + consecutive block_size-1 byte windows of data (the last one right-padded and
-        masked), as train.py's eval -> loss (nats/byte), bpb, rate, bytes/chunk, ws_boundary over real positions """
+        masked), as train.py's eval -> loss (nats/byte), bpb, rate, bytes/chunk, ws_boundary over real positions;
+        with a tiktoken encoding, on BPE-prescribed gates (a model trained with prescribe='bpe') """
     T, dev = model.config.block_size, model.lm_head.weight.device
     rows = [data[i:i + T - 1] for i in range(0, len(data), T - 1)]
     s = torch.zeros(6, dtype=torch.float64) # nll, targets, gates, positions, gates at whitespace, whitespace bytes
@@ -56,14 +57,28 @@ def analyze_bytes(model, data, batch_size, seed, ctx):
         X = torch.tensor([[_BOS, *r] + [0] * (T - 1 - len(r)) for r in batch], device=dev) # (B, T), 0 pads
         M = torch.arange(T, device=dev) <= torch.tensor([len(r) for r in batch], device=dev)[:, None] # real: BOS, bytes
         torch.manual_seed(seed + k // batch_size) # stochastic gaters: the same gates every run
+        G = torch.stack([bpe_gates(enc, r, T) for r in batch]).to(dev) if enc else None
         with ctx:
-            out = model(X)
+            out = model(X, gates=G)
         nll, g = next_byte_nll(out['logits'], X), out['gates'].bool() & M # (B, T-1), (B, T)
         ws = torch.isin(X, torch.tensor(_WS, device=dev)) & M
         s += torch.stack([nll[M[:, 1:]].sum(), M[:, 1:].sum(), g.sum(), M.sum(), (g & ws).sum(), ws.sum()]).cpu()
     loss, rate = (s[0] / s[1]).item(), (s[2] / s[3]).item()
     return dict(loss=loss, bpb=loss / math.log(2), rate=rate, bytes_per_chunk=1 / rate,
                 ws_boundary=(s[4] / s[5]).item() if s[5] else math.nan)
+
+
+def load_encoding(name):
+    """ a tiktoken encoding, or None with a line on stderr when it cannot be downloaded; an unknown name exits """
+    import tiktoken
+    if name not in tiktoken.list_encoding_names():
+        known = ', '.join(tiktoken.list_encoding_names())
+        raise SystemExit(f"sample.py: unknown tiktoken encoding '{name}'; known: {known}")
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as e: # a download that failed: say so; the learned boundaries still print
+        print(f"sample.py: cannot load tiktoken encoding '{name}' ({type(e).__name__}): no network and no cached file? "
+              f"set TIKTOKEN_CACHE_DIR to a folder with a cached copy", file=sys.stderr)
 
 
 def read_bytes(path):
@@ -91,9 +106,14 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     exec(open('configurator.py').read()) # overrides from command line or config file
     # -----------------------------------------------------------------------------
     ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
-    if ptdtype is None or min(temperature, top_k, num_samples, batch_size) <= 0 or max_new_tokens < 0:
-        raise SystemExit(f"sample.py: need dtype float32|bfloat16|float16 (got {dtype}), temperature, top_k, "
-                         f"num_samples, batch_size > 0 and max_new_tokens >= 0")
+    if ptdtype is None:
+        raise SystemExit(f"sample.py: --dtype={dtype}: use float32, bfloat16 or float16")
+    for k, v in dict(temperature=temperature, top_k=top_k, num_samples=num_samples, batch_size=batch_size,
+                     max_new_tokens=max_new_tokens + 1).items(): # max_new_tokens may be 0
+        if v <= 0:
+            raise SystemExit(f"sample.py: --{k}={globals()[k]} must be {'>= 0' if k == 'max_new_tokens' else '> 0'}")
+    if device.startswith('cuda') and not torch.cuda.is_available():
+        raise SystemExit(f"sample.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
     torch.backends.cuda.matmul.allow_tf32 = True # allow tf32 on matmul
     torch.backends.cudnn.allow_tf32 = True # allow tf32 on cudnn
     device_type = 'cuda' if 'cuda' in device else 'cpu' # for later use in torch.autocast
@@ -112,29 +132,26 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     model.eval()
     model.to(device)
     block_size = model.config.block_size
+    bpe_model = checkpoint['config'].get('prescribe') == 'bpe' # trained on BPE boundaries: evaluated on them too
+    if bpe_model:
+        if not analyze:
+            raise SystemExit(f"sample.py: {ckpt_path} was trained on BPE boundaries (prescribe='bpe'), which look "
+                             f"ahead in the text, so it cannot generate; use --analyze=FILE to evaluate it")
+        compare = checkpoint['config']['bpe_encoding'] # loaded below, as for --compare
 
+    enc = load_encoding(compare) if compare else None # before sampling, so a typo fails fast
     if analyze:
+        if bpe_model and enc is None:
+            raise SystemExit(f"sample.py: --analyze of a BPE-guided model needs the encoding '{compare}'")
         data = read_bytes(analyze)
         if not data:
             raise SystemExit(f"sample.py: --analyze file {analyze} is empty")
-        r = analyze_bytes(model, data, batch_size, seed, ctx)
+        r = analyze_bytes(model, data, batch_size, seed, ctx, enc if bpe_model else None)
         print(f"{analyze}: {len(data)} bytes, {math.ceil(len(data) / (block_size - 1))} rows of {block_size}: "
               f"loss {r['loss']:.4f}, bpb {r['bpb']:.4f}, rate {r['rate']:.4f}, "
               f"bytes/chunk {r['bytes_per_chunk']:.3f}, ws_boundary {r['ws_boundary']:.4f}")
         sys.exit(0)
 
-    enc = None
-    if compare: # resolved before sampling, so a typo fails fast
-        import tiktoken
-        if compare not in tiktoken.list_encoding_names():
-            raise SystemExit(f"sample.py: unknown tiktoken encoding '{compare}'; known: "
-                             f"{', '.join(tiktoken.list_encoding_names())}")
-        try:
-            enc = tiktoken.get_encoding(compare)
-        except Exception as e: # a download that failed: say so, and still show the learned boundaries
-            print(f"sample.py: cannot load tiktoken encoding '{compare}' ({type(e).__name__}): no network and no "
-                  f"cached file? set TIKTOKEN_CACHE_DIR to a folder with a cached copy; showing the learned boundaries "
-                  f"only", file=sys.stderr)
     prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8')
     ids = [_BOS] + list(prompt) # an empty prompt is BOS alone
     if len(ids) > block_size - 1: # generate() reads block_size-1 positions, then a placeholder for the next byte

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import UNetConfig, ByteUNet, bpe_ends, discounted_returns, hnet_ratio_loss, next_byte_nll
+from model import UNetConfig, ByteUNet, bpe_gates, discounted_returns, hnet_ratio_loss, next_byte_nll
 
 # -----------------------------------------------------------------------------
 # default config values: a small model on the embedded pycode corpus that trains on a CPU in a few minutes
@@ -169,17 +169,10 @@ if prescribe == 'bpe':
     import tiktoken
     try:
         enc = tiktoken.get_encoding(bpe_encoding)
-    except Exception as e:
-        raise SystemExit(f"train.py: cannot load tiktoken encoding '{bpe_encoding}' (no network or cache?): {e}")
-
-def bpe_gates(row, n):
-    """ BPE guidance: a gate at the first byte of every tiktoken token but the first, as the paper's code,
-        so a chunk ends where the next token begins. NOT causal: whether a token ends at byte t depends on the bytes
-        after t, so this is an upper reference, not a tokenizer the model could learn """
-    g = np.zeros(len(row), dtype=np.float32)
-    ends = bpe_ends(enc, row[1:n].astype(np.uint8).tobytes()) # token ends, counted in the bytes after BOS
-    g[[e + 2 for e in ends if e + 2 < n]] = 1.0 # the next token starts at byte e+1, row position e+2
-    return g
+    except Exception as e: # a download that failed, or an unknown name
+        why = str(e).partition('\n')[0][:200]
+        raise SystemExit(f"train.py: cannot load tiktoken encoding '{bpe_encoding}' ({type(e).__name__}: {why}); "
+                         f"no network? set TIKTOKEN_CACHE_DIR to a folder with a cached copy")
 
 def get_rows(split, rows):
     """ rows (list of document indices) -> X (B, T) long, M (B, T) bool real positions, prescribed gates or None """
@@ -189,9 +182,10 @@ def get_rows(split, rows):
         start = offsets[split][d]
         n = 1 + min(offsets[split][d + 1] - start, block_size - 1) # BOS + bytes
         X[i, 0], X[i, 1:n], M[i, :n] = BOS, data[split][start:start + n - 1], True
-    G = np.stack([bpe_gates(X[i], M[i].sum()) for i in range(len(rows))]) if prescribe == 'bpe' else None
+    G = None # BPE guidance: the tiktoken tokens of each row's bytes, looked up ahead of the model (see bpe_gates)
+    if prescribe == 'bpe':
+        G = torch.stack([bpe_gates(enc, x[1:m.sum()].astype(np.uint8).tobytes(), block_size) for x, m in zip(X, M)])
     X, M = torch.from_numpy(X), torch.from_numpy(M)
-    G = torch.from_numpy(G) if G is not None else None
     if device_type == 'cuda': # pin arrays, which allows us to move them to GPU asynchronously (non_blocking=True)
         return [t.pin_memory().to(device, non_blocking=True) if t is not None else None for t in (X, M, G)]
     return [t.to(device) if t is not None else None for t in (X, M, G)]
@@ -400,8 +394,9 @@ while True:
         s = summarize(stats) # this process's micro-batches; the one host sync of the step
         bps = iter_bytes / dt
         mfu = raw_model.estimate_mfu(bps / ddp_world_size)
+        mfu_str = f"mfu {mfu * 100:.2f}%, " if device_type == 'cuda' else '' # against a GPU's peak: none on a CPU
         print(f"iter {iter_num}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, lr {lr:.2e}, "
-              f"pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, mfu {mfu * 100:.2f}%, {dt * 1000:.0f}ms")
+              f"pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, {mfu_str}{dt * 1000:.0f}ms")
         log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu,
                  pg_loss=pg_loss.item(), rate_loss=r_loss.item(), aux_loss=out['aux_loss'].detach().item(), **s))
     iter_num += 1

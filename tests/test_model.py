@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, ByteUNet, HNetUpsampler,
                    NawrotDownsampler, NawrotGater, NawrotUpsampler, SequentialGater, UNetConfig, attention,
-                   chunk_ends, chunk_ids, decode, discounted_returns, ema_scan, encode, gather, hnet_ratio_loss,
-                   nawrot_onehot, next_byte_nll, read_ids)
+                   bpe_gates, chunk_ends, chunk_ids, decode, discounted_returns, ema_scan, encode, gather,
+                   hnet_ratio_loss, nawrot_onehot, next_byte_nll, read_ids)
 
 PAIRS = [(d, u) for d, u in itertools.product(DOWNSAMPLERS, UPSAMPLERS) if (d == 'nawrot') == (u == 'nawrot')]
 COMBOS = [(g, d, u) for g in GATERS for d, u in PAIRS]  # every gater with every valid (down, up) pair
@@ -628,6 +628,14 @@ def test_encode_decode_round_trip():
         assert decode(encode(text)) == text
     assert decode([BOS, 0xff, 104, 300, 105]) == '\ufffdhi'  # invalid UTF-8 replaced, specials dropped
     assert decode(torch.tensor(encode('ok'))) == 'ok'
+
+
+def test_bpe_gates_by_hand():
+    from conftest import tiny_encoding
+    # 'the cat' as 'the', ' c', 'at': row [BOS] t h e ' ' c a t, the second and third tokens start at 4 and 6
+    assert bpe_gates(tiny_encoding(), b'the cat', 9).tolist() == [0, 0, 0, 0, 1, 0, 1, 0, 0]
+    # 'the', '\xff' (an invalid byte is a token of its own), 'c', 'at': starts at 4, 5 and 6
+    assert bpe_gates(tiny_encoding(), b'the\xffcat', 9).tolist() == [0, 0, 0, 0, 1, 1, 1, 0, 0]
 
 
 @pytest.mark.parametrize('field', ['gater', 'downsampler', 'upsampler'])

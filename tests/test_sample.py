@@ -18,7 +18,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from model import BOS, WHITESPACE, ByteUNet, UNetConfig, bpe_ends, decode, next_byte_nll  # noqa: E402
+from model import BOS, WHITESPACE, ByteUNet, UNetConfig, bpe_ends, bpe_gates, decode, next_byte_nll  # noqa: E402
 from sample import precision_recall, render  # noqa: E402 (sample.py only runs as a script)
 from conftest import tiny_encoding  # noqa: E402 (and the `plugin` fixture)
 
@@ -38,11 +38,13 @@ def n_markers(s):
 
 @pytest.fixture(scope='module')
 def ckpts(tmp_path_factory):
-    """ two tiny checkpoints in train.py's format: 'sequential' untrained (random bytes, invalid UTF-8 included),
-        'whitespace' trained 20 Adam steps on TEXT so that it writes ASCII words """
+    """ tiny checkpoints in train.py's format: 'sequential' untrained (random bytes, invalid UTF-8 included),
+        'whitespace' trained 20 Adam steps on TEXT so that it writes ASCII words, 'bpe' untrained, as a run with
+        prescribe='bpe' on the 'tiny' encoding would save it """
     root, dirs = tmp_path_factory.mktemp('ckpts'), {}
-    for gater, steps in (('sequential', 0), ('whitespace', 20)):
+    for name, steps in (('sequential', 0), ('whitespace', 20), ('bpe', 0)):
         torch.manual_seed(0)
+        gater = 'uniform' if name == 'bpe' else name
         cfg = UNetConfig(n_embd=32, n_head=2, n_down=1, n_mid=1, n_up=1, block_size=64, gater=gater)
         model = ByteUNet(cfg)
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -54,11 +56,12 @@ def ckpts(tmp_path_factory):
             opt.zero_grad()
             loss.backward()
             opt.step()
-        dirs[gater] = root / gater
-        dirs[gater].mkdir()
-        torch.save(dict(model=model.state_dict(), optimizer=opt.state_dict(), model_args=asdict(cfg),
-                        config=dict(dataset='test', block_size=64, seed=0), iter_num=steps, best_val_loss=0.0,
-                        bytes_seen=0), dirs[gater] / 'ckpt.pt')
+        dirs[name] = root / name
+        dirs[name].mkdir()
+        config = dict(dataset='test', block_size=64, seed=0, prescribe='bpe' if name == 'bpe' else '',
+                      bpe_encoding='tiny')
+        torch.save(dict(model=model.state_dict(), optimizer=opt.state_dict(), model_args=asdict(cfg), config=config,
+                        iter_num=steps, best_val_loss=0.0, bytes_seen=0), dirs[name] / 'ckpt.pt')
     return dirs
 
 
@@ -206,6 +209,28 @@ def test_analyze_matches_a_direct_computation(ckpts, tmp_path):
     assert got['ws_boundary'] == pytest.approx(ws_gates / n_ws, abs=1e-4)
 
 
+def test_a_bpe_guided_model_is_analyzed_on_bpe_gates_and_does_not_generate(ckpts, plugin, tmp_path):
+    data = TEXT[:150]  # 3 rows: 63, 63 and 24 bytes
+    (tmp_path / 'a.txt').write_bytes(data)
+    rc, out, err = run(f'--out_dir={ckpts["bpe"]}', f'--analyze={tmp_path / "a.txt"}', plugin=plugin)
+    assert rc == 0, err
+    got = {k: float(v) for k, v in re.findall(r'(bpb|rate) ([0-9.]+)', out)}
+    model, rows = load(ckpts['bpe']), [data[i:i + 63] for i in range(0, len(data), 63)]
+    X = torch.tensor([[BOS] + list(r) + [0] * (63 - len(r)) for r in rows])
+    G = torch.stack([bpe_gates(tiny_encoding(), r, 64) for r in rows])
+    with torch.no_grad():
+        out_ = model(X, gates=G)
+    nll, n = next_byte_nll(out_['logits'], X), [1 + len(r) for r in rows]
+    bpb = sum(nll[i, :k - 1].sum().item() for i, k in enumerate(n)) / (sum(n) - len(n)) / math.log(2)
+    want = G.clone()
+    want[:, [0, -1]] = 1  # the forced ends: BOS, and the last position (real in the two full rows)
+    assert torch.equal(out_['gates'], want.long())  # the model took the BPE gates as prescribed
+    gates = sum(want[i, :k].sum().item() for i, k in enumerate(n))
+    assert got['bpb'] == pytest.approx(bpb, abs=1e-4) and got['rate'] == pytest.approx(gates / sum(n), abs=1e-4)
+    rc, out, err = run(f'--out_dir={ckpts["bpe"]}', plugin=plugin)
+    assert rc == 1 and 'cannot generate' in err and 'Traceback' not in err
+
+
 # -----------------------------------------------------------------------------
 # bad input: one line, the right exit code, no traceback
 
@@ -243,3 +268,13 @@ def test_unknown_encoding(ckpts, plugin):
     rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', '--compare=gtp2', plugin=plugin)
     assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
     assert "unknown tiktoken encoding 'gtp2'" in err and 'gpt2' in err and 'tiny' in err  # it lists the known ones
+
+
+@pytest.mark.parametrize('flag,says', [('--max_new_tokens=-1', '--max_new_tokens=-1 must be >= 0'),
+                                       ('--top_k=0', '--top_k=0 must be > 0'), ('--dtype=fp8', '--dtype=fp8'),
+                                       ('--device=cuda', 'no CUDA GPU; use --device=cpu')])
+def test_bad_values_name_the_flag(ckpts, flag, says):
+    if flag == '--device=cuda' and torch.cuda.is_available():
+        pytest.skip('this machine has a GPU')
+    rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', flag)
+    assert rc != 0 and says in err and 'Traceback' not in err and len(err.strip().splitlines()) == 1

@@ -95,7 +95,8 @@ def test_every_epoch_reads_every_document_once_when_the_batch_does_not_divide_th
     cmd = [sys.executable, 'train.py', *TINY, f'--data_dir={tmp_path / "data"}', '--dataset=nine',
            f'--out_dir={tmp_path / "out"}', '--max_iters=9', '--eval_interval=9', '--gradient_accumulation_steps=2',
            '--always_save_checkpoint=True']
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     ckpt = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)
     assert ckpt['bytes_seen'] == 8 * sum(min(len(d), 63) for d in docs) # a row reads at most block_size-1 bytes
