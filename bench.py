@@ -76,6 +76,9 @@ for name in methods.split(','):
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     log = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
     val = [r for r in log if r['split'] == 'val']
+    if val[-1]['iter'] != max_iters:
+        sys.exit(f"bench.py: {out_dir}/log.jsonl ends at step {val[-1]['iter']}, not --max_iters={max_iters}: "
+                 f"rerun with --retrain=True")
     train = [r for r in log if r['split'] == 'train']
     bps = sorted(r['bytes_per_sec'] for r in train)[len(train) // 2]
     rows.append((name, val, bps))

@@ -20,8 +20,8 @@ _defaults = dict(globals())  # types are checked against the script's defaults, 
 _is_key = lambda k, v: not k.startswith('_') and (v is None or type(v) in (int, float, bool, str))
 for _i, _arg in enumerate(sys.argv[1:], 1):
     if _arg in ('-h', '--help'):
-        print((globals().get('__doc__') or '').strip() + '\n\nconfig keys (--key=value) and their defaults:')
-        print('\n'.join(f'  --{k}={v!r}' for k, v in _defaults.items() if _is_key(k, v)))
+        print((_defaults.get('__doc__') or '').strip() + '\n\nconfig keys (--key=value), with the values so far:')
+        print('\n'.join(f'  --{k}={globals()[k]!r}' for k, v in _defaults.items() if _is_key(k, v)))
         raise SystemExit(0)
     if not _arg.startswith('--'):
         # a config file

@@ -140,8 +140,9 @@ def local_attention(q, k, v, W, softcap):
     s = (q @ k.transpose(-2, -1)) / math.sqrt(d) # (B, H, n, W, 2W)
     if softcap:
         s = softcap * torch.tanh(s / softcap)
-    i, j, b = torch.arange(W, device=q.device)[:, None] + W, torch.arange(2 * W, device=q.device), torch.arange(n)
-    allowed = (j <= i) & (j > i - W) & ((b[:, None, None] > 0) | (j >= W)).to(q.device) # (n, W, 2W)
+    i, j, b = (torch.arange(m, device=q.device) for m in (W, 2 * W, n))
+    i = i[:, None] + W # the queries sit in the second half of their 2W keys
+    allowed = (j <= i) & (j > i - W) & ((b[:, None, None] > 0) | (j >= W)) # (n, W, 2W)
     y = F.softmax(s.float().masked_fill(~allowed, float('-inf')), dim=-1).type_as(v) @ v # (B, H, n, W, d)
     return y.reshape(B, H, n * W, d)[:, :, :T].transpose(1, 2)
 

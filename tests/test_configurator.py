@@ -113,3 +113,16 @@ def test_config_file_with_unknown_key_names_it(monkeypatch, tmp_path):
 
 def test_string_key_keeps_numeric_looking_value(monkeypatch):
     assert run_configurator(monkeypatch, ["--out_dir=2024"], out_dir='out')['out_dir'] == '2024'
+
+
+def test_help_prints_the_scripts_docstring_and_the_current_values(monkeypatch, tmp_path, capsys):
+    cfg = tmp_path / 'cfg.py'
+    cfg.write_text('"""a config docstring must not replace the script\'s"""\nout_dir = \'out-cfg\'\n')
+    with pytest.raises(SystemExit) as e:
+        run_configurator(monkeypatch, [str(cfg), '--help'], __doc__='Train the thing.', out_dir='out', seed=1,
+                         helpers=[1, 2], run=print)
+    assert e.value.code in (0, None)
+    out = capsys.readouterr().out.split(cfg.read_text())[-1]  # after the config file's echo
+    assert out.strip().startswith('Train the thing.') and 'a config docstring' not in out
+    assert "--out_dir='out-cfg'" in out and '--seed=1' in out  # the value after the config file, not the default
+    assert '--helpers' not in out and '--run' not in out  # lists and functions are not config keys

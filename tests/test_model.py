@@ -553,6 +553,14 @@ def test_attention_equals_reference(T, window, softcap):
         assert (y - attention_ref(q, k, v, window, 0)).abs().amax() > 1e-3  # 100x the tolerance above
 
 
+@pytest.mark.parametrize('window', [0, 8])
+def test_attention_keeps_every_tensor_on_the_inputs_device(window):
+    """ the 'meta' device stands in for a GPU here: a mask or index made on the CPU would raise on it """
+    q = torch.randn(1, 43, 2, 16, device='meta')
+    assert attention(q, q, q, window, 50.0).shape == (1, 43, 2, 16)
+    assert attention(q, q, q, window, 0).device.type == 'meta'
+
+
 @pytest.mark.parametrize('softcap', [0, 50.0])
 def test_sliding_window_is_64_keys_including_the_query(softcap):
     torch.manual_seed(36)
