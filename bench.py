@@ -83,10 +83,12 @@ for name in methods.split(','):
     bps = sorted(r['bytes_per_sec'] for r in train)[len(train) // 2]
     rows.append((name, val, bps))
 
-print(f"\n$ {command}\n| method | val bpb | rate | ws_boundary | bytes seen | bytes/s (median) |\n|---|---|---|---|---|---|")
+print(f"\n$ {command}\n| method | val bpb | rate | ws_boundary | word_boundary | boundary_precision | bytes seen | "
+      f"bytes/s (median) |\n|---|---|---|---|---|---|---|---|")
 for name, val, bps in rows:
-    v = val[-1]
-    print(f"| {name} | {v['bpb']:.3f} | {v['rate']:.3f} | {v['ws_boundary']:.3f} | {v['bytes']:,} | {bps:,.0f} |")
+    v = {'word_boundary': float('nan'), 'boundary_precision': float('nan'), **val[-1]} # nan: a log from before them
+    print(f"| {name} | {v['bpb']:.3f} | {v['rate']:.3f} | {v['ws_boundary']:.3f} | {v['word_boundary']:.3f} | "
+          f"{v['boundary_precision']:.3f} | {v['bytes']:,} | {bps:,.0f} |")
 try:
     import matplotlib
     matplotlib.use('Agg')

@@ -14,6 +14,7 @@ paper's method, `sequential`); the straight-through baselines (`hnet`, `nawrot`)
 Departures from the paper's code, each on purpose:
 - exact integer RoPE positions (the reference rounds them to bf16), fp32 master weights with bf16 autocast;
 - the sequential gater's scan starts from the forced first gate and runs on the model's device;
+- the nawrot upsampler's one-hot is not divided by its sum, so its gradient reaches the gates (zero in the paper's);
 - a sliding window of 64 keys including the query itself (flash-attn's window_size=(63, 0)).
 
 References: Dauncey & Wattenhofer 2026 (arXiv 2602.13940, the method); Hwang et al. 2025, H-Net (arXiv 2507.07955);

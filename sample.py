@@ -2,7 +2,7 @@
 Sample from a trained byte U-Net and look at the chunk boundaries it learned, after nanoGPT's sample.py.
 $ python sample.py --out_dir=out --start="def main():" --show_boundaries # '|' where a chunk ends (colours on a tty)
 $ python sample.py --out_dir=out --compare=gpt2       # ... and gpt2's BPE tokens of the same bytes underneath
-$ python sample.py --out_dir=out --analyze=notes.txt  # no sampling: bpb, rate, bytes/chunk, ws_boundary on a file
+$ python sample.py --out_dir=out --analyze=notes.txt  # no sampling: bpb, rate and the word-boundary metrics on a file
 Boundaries live on byte positions: gate g_t = 1 means byte t ENDS a chunk, so '|' goes after byte t.
 """
 import codecs
@@ -13,8 +13,8 @@ from contextlib import nullcontext
 
 import torch
 
-from model import ByteUNet, UNetConfig, bpe_ends, bpe_gates, decode, next_byte_nll
-from model import BOS as _BOS, WHITESPACE as _WS # '_': constants, not config keys for the configurator
+from model import ByteUNet, UNetConfig, boundary_counts, boundary_metrics, bpe_ends, bpe_gates, decode, next_byte_nll
+from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 _COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
 
@@ -39,7 +39,7 @@ def render(data, gates, colour=False):
 
 def precision_recall(pred, ref):
     """ boundary sets (byte positions where a chunk/token ends) -> |pred & ref| / |pred|, |pred & ref| / |ref|, nan if
-        empty: pred {1, 3, 4}, ref {3, 4, 7, 9} -> 2/3, 2/4. Recall against whitespace is the paper's ws_boundary """
+        empty: pred {1, 3, 4}, ref {3, 4, 7, 9} -> 2/3, 2/4 (learned against BPE; against words: boundary_metrics) """
     hit = len(pred & ref)
     return hit / len(pred) if pred else math.nan, hit / len(ref) if ref else math.nan
 
@@ -47,11 +47,12 @@ def precision_recall(pred, ref):
 @torch.no_grad()
 def analyze_bytes(model, data, batch_size, seed, ctx, enc=None):
     """ the model on rows [BOS] + consecutive block_size-1 byte windows of data (the last one right-padded and
-        masked), as train.py's eval -> loss (nats/byte), bpb, rate, bytes/chunk, ws_boundary over real positions;
-        with a tiktoken encoding, on BPE-prescribed gates (a model trained with prescribe='bpe') """
+        masked), as train.py's eval -> loss (nats/byte), bpb, bytes/chunk and model.py's boundary_metrics (rate,
+        ws_boundary, word_boundary, boundary_precision) over real positions; with a tiktoken encoding, on
+        BPE-prescribed gates (a model trained with prescribe='bpe') """
     T, dev = model.config.block_size, model.lm_head.weight.device
     rows = [data[i:i + T - 1] for i in range(0, len(data), T - 1)]
-    s = torch.zeros(6, dtype=torch.float64) # nll, targets, gates, positions, gates at whitespace, whitespace bytes
+    s, counts = torch.zeros(2, dtype=torch.float64), torch.zeros(6, dtype=torch.long) # nll, targets; boundary_counts
     for k in range(0, len(rows), batch_size):
         batch = rows[k:k + batch_size]
         X = torch.tensor([[_BOS, *r] + [0] * (T - 1 - len(r)) for r in batch], device=dev) # (B, T), 0 pads
@@ -60,12 +61,11 @@ def analyze_bytes(model, data, batch_size, seed, ctx, enc=None):
         G = torch.stack([bpe_gates(enc, r, T) for r in batch]).to(dev) if enc else None
         with ctx:
             out = model(X, gates=G)
-        nll, g = next_byte_nll(out['logits'], X), out['gates'].bool() & M # (B, T-1), (B, T)
-        ws = torch.isin(X, torch.tensor(_WS, device=dev)) & M
-        s += torch.stack([nll[M[:, 1:]].sum(), M[:, 1:].sum(), g.sum(), M.sum(), (g & ws).sum(), ws.sum()]).cpu()
-    loss, rate = (s[0] / s[1]).item(), (s[2] / s[3]).item()
-    return dict(loss=loss, bpb=loss / math.log(2), rate=rate, bytes_per_chunk=1 / rate,
-                ws_boundary=(s[4] / s[5]).item() if s[5] else math.nan)
+        nll = next_byte_nll(out['logits'], X) # (B, T-1)
+        s += torch.stack([nll[M[:, 1:]].sum(), M[:, 1:].sum()]).cpu()
+        counts += boundary_counts(X, out['gates'], M).cpu()
+    loss, b = (s[0] / s[1]).item(), boundary_metrics(counts)
+    return dict(loss=loss, bpb=loss / math.log(2), bytes_per_chunk=1 / b['rate'], **b)
 
 
 def load_encoding(name):
@@ -101,7 +101,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
     show_boundaries = False # print the learned chunks: '|' after each (alternating colours on a terminal)
     compare = '' # a tiktoken encoding (gpt2, cl100k_base, ...): its tokens under the chunks, precision and recall
-    analyze = '' # a file: no sampling, print bpb, rate, bytes/chunk and ws_boundary of the model on it
+    analyze = '' # a file: no sampling, print bpb, rate, bytes/chunk and the word-boundary metrics of the model on it
     batch_size = 8 # --analyze: rows per forward
     exec(open('configurator.py').read()) # overrides from command line or config file
     # -----------------------------------------------------------------------------
@@ -149,7 +149,8 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
         r = analyze_bytes(model, data, batch_size, seed, ctx, enc if bpe_model else None)
         print(f"{analyze}: {len(data)} bytes, {math.ceil(len(data) / (block_size - 1))} rows of {block_size}: "
               f"loss {r['loss']:.4f}, bpb {r['bpb']:.4f}, rate {r['rate']:.4f}, "
-              f"bytes/chunk {r['bytes_per_chunk']:.3f}, ws_boundary {r['ws_boundary']:.4f}")
+              f"bytes/chunk {r['bytes_per_chunk']:.3f}, ws_boundary {r['ws_boundary']:.4f}, "
+              f"word_boundary {r['word_boundary']:.4f}, boundary_precision {r['boundary_precision']:.4f}")
         sys.exit(0)
 
     prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8')
@@ -179,10 +180,12 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
                   file=sys.stderr)
         data, pos = bytes(full), range(K, len(full))
         learned = {t for t in pos if g[t]} # the learned boundaries: byte t ends a chunk
-        p, r = precision_recall(learned, {t for t in pos if data[t] in _WS})
+        b = boundary_metrics(boundary_counts(torch.tensor([list(data)]), torch.tensor([g]),
+                                             (torch.arange(len(data)) >= K)[None])) # over the printed bytes
         print(render(data, g, colour))
         print(f"--- learned: {len(pos)} bytes in {len(learned)} chunks, {len(pos) / max(len(learned), 1):.2f} "
-              f"bytes/chunk; vs whitespace: precision {p:.3f} recall {r:.3f} (ws_boundary)")
+              f"bytes/chunk; ws_boundary {b['ws_boundary']:.3f}, word_boundary {b['word_boundary']:.3f}, "
+              f"boundary_precision {b['boundary_precision']:.3f}")
         if enc:
             bpe = bpe_ends(enc, data) # BPE boundaries: a token ends at byte t
             print(render(data, [t in bpe for t in range(len(data))], colour))

@@ -32,7 +32,8 @@ import torch.nn.functional as F
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import UNetConfig, ByteUNet, bpe_gates, discounted_returns, hnet_ratio_loss, next_byte_nll
+from model import (UNetConfig, ByteUNet, boundary_counts, boundary_metrics, bpe_gates, discounted_returns,
+                   hnet_ratio_loss, next_byte_nll)
 
 # -----------------------------------------------------------------------------
 # default config values: a small model on the embedded pycode corpus that trains on a CPU in a few minutes
@@ -107,7 +108,7 @@ config_keys = [k for k, v in globals().items() if not k.startswith('_') and isin
 exec(open('configurator.py').read()) # overrides from the command line or a config file
 config = {k: globals()[k] for k in config_keys} # will be useful for logging
 model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
-from model import BOS, WHITESPACE # after the configurator, so they are not config keys
+from model import BOS # after the configurator, so it is not a config key
 # values the configurator cannot judge by their type: one line each, before any work starts
 for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters', 'eval_interval', 'log_interval'):
     if config[k] <= 0:
@@ -246,19 +247,18 @@ if ddp:
     model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None)
 
 def batch_stats(X, M, gates, nll, nll_early):
-    """ sums over the real positions of a batch: the numbers train.py logs and sample.py --analyze prints """
+    """ sums over the real positions of a batch: nll, targets, early nll, then model.py's six boundary_counts """
     m = M[:, 1:].float() # a target is real if its byte is
-    g, Mf = gates.float(), M.float()
-    ws = torch.isin(X, torch.tensor(WHITESPACE, device=X.device)).float() * Mf
-    return torch.stack([(nll * m).sum(), m.sum(), (g * Mf).sum(), Mf.sum(), (g * ws).sum(), ws.sum(),
-                        (nll_early * m).sum()]).detach()
+    return torch.cat([torch.stack([(nll * m).sum(), m.sum(), (nll_early * m).sum()]),
+                      boundary_counts(X, gates, M).float()]).detach() # float32 counts: exact up to 2^24
 
 def summarize(s):
-    """ summed stats -> loss (nats per byte), bpb, rate, ws_boundary, early_loss """
-    s = s.tolist()
-    loss = s[0] / max(s[1], 1)
-    return dict(loss=loss, bpb=loss / math.log(2), rate=s[2] / max(s[3], 1), ws_boundary=s[4] / max(s[5], 1),
-                early_loss=s[6] / max(s[1], 1))
+    """ summed stats -> loss (nats per byte), bpb, early_loss, and rate, ws_boundary, word_boundary,
+        boundary_precision (defined in model.py's boundary_metrics) """
+    s = s.cpu() # one host sync
+    loss = s[0].item() / max(s[1].item(), 1)
+    return dict(loss=loss, bpb=loss / math.log(2), early_loss=s[2].item() / max(s[1].item(), 1),
+                **boundary_metrics(s[3:]))
 
 @torch.no_grad()
 def estimate_val():
@@ -266,7 +266,7 @@ def estimate_val():
         share and the sums are reduced, so the result does not depend on the process count """
     model.eval()
     docs = np.arange(min(n_docs['val'], eval_iters * batch_size))
-    sums = torch.zeros(7, device=device)
+    sums = torch.zeros(9, device=device)
     for k, rows in enumerate(np.array_split(docs, max(1, len(docs) // batch_size))):
         if k % ddp_world_size != ddp_rank:
             continue
@@ -322,7 +322,8 @@ while True:
         val = estimate_val()
         if master_process:
             print(f"step {iter_num}: val loss {val['loss']:.4f}, bpb {val['bpb']:.4f}, rate {val['rate']:.3f}, "
-                  f"ws_boundary {val['ws_boundary']:.3f}")
+                  f"ws_boundary {val['ws_boundary']:.3f}, word_boundary {val['word_boundary']:.3f}, "
+                  f"boundary_precision {val['boundary_precision']:.3f}")
             log(dict(iter=iter_num, split='val', bytes=bytes_seen, **val))
             if val['loss'] < best_val_loss or always_save_checkpoint:
                 best_val_loss = min(best_val_loss, val['loss'])
@@ -335,7 +336,7 @@ while True:
     # the REINFORCE-with-discounting step, once per micro-batch
     target = rate_target + (rate_start - rate_target) * max(0.0, 1 - iter_num / rate_warmup_iters) \
         if rate_warmup_iters else rate_target
-    stats = torch.zeros(7, device=device)
+    stats = torch.zeros(9, device=device)
     for micro_step in range(accum):
         micro = micro_step * ddp_world_size + ddp_rank # this micro-batch's place in the global batch
         X, M, G = get_rows('train', train_rows(iter_num, micro))
@@ -395,7 +396,9 @@ while True:
         bps = iter_bytes / dt
         mfu = raw_model.estimate_mfu(bps / ddp_world_size)
         mfu_str = f"mfu {mfu * 100:.2f}%, " if device_type == 'cuda' else '' # against a GPU's peak: none on a CPU
-        print(f"iter {iter_num}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, lr {lr:.2e}, "
+        print(f"iter {iter_num}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, "
+              f"ws_boundary {s['ws_boundary']:.3f}, word_boundary {s['word_boundary']:.3f}, "
+              f"boundary_precision {s['boundary_precision']:.3f}, lr {lr:.2e}, "
               f"pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, {mfu_str}{dt * 1000:.0f}ms")
         log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu,
                  pg_loss=pg_loss.item(), rate_loss=r_loss.item(), aux_loss=out['aux_loss'].detach().item(), **s))

@@ -157,7 +157,7 @@ def test_show_boundaries_whitespace_gater_by_hand(ckpts):
     assert text.startswith('a|b\\c d') and len(text.encode()) == 7 + 25
     expect = ''.join(c.replace('\\', '\\\\').replace('|', '\\|') + '|' * (ord(c) in WHITESPACE) for c in text)
     assert marked == expect and marked.startswith('a\\|b\\\\c |d')
-    assert stats.endswith('vs whitespace: precision 1.000 recall 1.000 (ws_boundary)')
+    assert stats.endswith('ws_boundary 1.000, word_boundary 1.000, boundary_precision 1.000')
 
 
 def test_compare_with_a_small_tiktoken_encoding(ckpts, plugin):
@@ -186,10 +186,11 @@ def test_analyze_matches_a_direct_computation(ckpts, tmp_path):
     (tmp_path / 'a.txt').write_bytes(data)
     rc, out, err = run(f'--out_dir={ckpts["sequential"]}', f'--analyze={tmp_path / "a.txt"}', '--batch_size=2')
     assert rc == 0, err
-    got = {k: float(v) for k, v in re.findall(r'(bpb|rate|bytes/chunk|ws_boundary) ([0-9.]+)', out)}
+    keys = r'(bpb|rate|bytes/chunk|ws_boundary|word_boundary|boundary_precision)'
+    got = {k: float(v) for k, v in re.findall(keys + r' ([0-9.]+)', out)}
     # direct: rows [BOS] + 63-byte windows, right-padded, batches of 2 seeded SEED + k as train.py's eval
     model, rows = load(ckpts['sequential']), [data[i:i + 63] for i in range(0, len(data), 63)]
-    nll_sum = n_targets = gate_sum = n_pos = ws_gates = n_ws = 0
+    nll_sum = n_targets = gate_sum = n_pos = ws_gates = n_ws = ws_hits = edge_gates = 0
     with torch.no_grad():
         for k in range(0, len(rows), 2):
             X = torch.tensor([[BOS] + list(r) + [0] * (63 - len(r)) for r in rows[k:k + 2]])
@@ -202,11 +203,16 @@ def test_analyze_matches_a_direct_computation(ckpts, tmp_path):
                 gate_sum, n_pos = gate_sum + gates[i, :n].sum().item(), n_pos + n
                 is_ws = torch.tensor([False] + [b in WHITESPACE for b in r])
                 ws_gates, n_ws = ws_gates + gates[i, :n][is_ws].sum().item(), n_ws + int(is_ws.sum())
+                g = gates[i, :n].tolist()
+                ws_hits += sum(1 for t in range(1, n) if is_ws[t] and (g[t] or g[t - 1]))  # on the space or before
+                edge_gates += sum(1 for t in range(n) if g[t] and (is_ws[t] or (t + 1 < n and is_ws[t + 1])))
     assert f'{len(data)} bytes, 3 rows of 64' in out
     assert got['bpb'] == pytest.approx(nll_sum / n_targets / math.log(2), abs=1e-4)
     assert got['rate'] == pytest.approx(gate_sum / n_pos, abs=1e-4)
     assert got['bytes/chunk'] == pytest.approx(n_pos / gate_sum, abs=1e-3)
     assert got['ws_boundary'] == pytest.approx(ws_gates / n_ws, abs=1e-4)
+    assert got['word_boundary'] == pytest.approx(ws_hits / n_ws, abs=1e-4)
+    assert got['boundary_precision'] == pytest.approx(edge_gates / gate_sum, abs=1e-4)
 
 
 def test_a_bpe_guided_model_is_analyzed_on_bpe_gates_and_does_not_generate(ckpts, plugin, tmp_path):

@@ -50,10 +50,12 @@ def test_tiny_run_lowers_val_loss_and_writes_log_and_checkpoint(tmp_path, data_d
     val = [row for row in log if row['split'] == 'val']
     assert [row['iter'] for row in val] == [0, 15, 30]
     assert val[-1]['loss'] < val[0]['loss'] - 1.0 # nats per byte
+    metrics = ('ws_boundary', 'word_boundary', 'boundary_precision')
     for row in log:
-        assert {'iter', 'split', 'loss', 'bpb', 'rate', 'ws_boundary'} <= set(row)
+        assert {'iter', 'split', 'loss', 'bpb', 'rate', *metrics} <= set(row)
         assert row['bpb'] == pytest.approx(row['loss'] / np.log(2))
-        assert 0 < row['rate'] <= 1 and 0 <= row['ws_boundary'] <= 1
+        assert 0 < row['rate'] <= 1 and all(0 <= row[k] <= 1 for k in metrics)
+        assert row['ws_boundary'] <= row['word_boundary'] # a gate on the space is a word edge too
     ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     assert {'model', 'optimizer', 'model_args', 'config', 'iter_num', 'best_val_loss', 'bytes_seen'} <= set(ckpt)
     assert ckpt['iter_num'] == 30 and ckpt['config']['dataset'] == 'tiny'
@@ -61,6 +63,16 @@ def test_tiny_run_lowers_val_loss_and_writes_log_and_checkpoint(tmp_path, data_d
     model = ByteUNet(UNetConfig(**ckpt['model_args']))
     model.load_state_dict(ckpt['model']) # the checkpoint rebuilds the model it came from
     assert not any(name.endswith('.tmp') for name in os.listdir(tmp_path)) # written atomically, nothing left over
+
+
+def test_whitespace_gater_logs_full_word_boundaries(tmp_path, data_dir):
+    """ gates on every whitespace byte: both recalls are 1 in every row, train and val; the precision is below 1 only by
+        the forced gates (BOS, and a full row's last byte) that are not on a word edge """
+    log = train(tmp_path, data_dir, '--max_iters=2', '--eval_interval=2', '--gater=whitespace')
+    assert {row['split'] for row in log} == {'train', 'val'}
+    for row in log:
+        assert row['ws_boundary'] == row['word_boundary'] == 1.0
+        assert 0.8 < row['boundary_precision'] < 1.0
 
 
 def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir):
