@@ -6,11 +6,12 @@ n_head = 12
 n_down = 2
 n_mid = 12
 n_up = 2
-batch_size = 8 # rows per GPU and micro-step
-gradient_accumulation_steps = 16 # over all GPUs: 128 rows of 4096 bytes per step, e.g. 8 GPUs x 8 rows x 2
+# the micro-batch is part of the method: the batch baseline averages the reward over one process's micro-batch
+batch_size = 32 # rows per GPU and micro-step, as the paper's job (2 GPUs x 32 rows)
+gradient_accumulation_steps = 4 # over all GPUs: 128 rows of 4096 bytes per step, e.g. 2 GPUs x 32 rows x 2
 learning_rate = 0.002
 max_iters = 11444 # 6e+09 bytes / (128 * 4096)
 lr_decay_iters = 11444
 warmup_iters = 858 # 4.5e+08 bytes
 eval_interval = 100
-eval_iters = 32 # the 256 val documents
+eval_iters = 8 # the 256 val documents

@@ -6,11 +6,12 @@ n_head = 6
 n_down = 2
 n_mid = 6
 n_up = 2
-batch_size = 4 # rows per GPU and micro-step
-gradient_accumulation_steps = 8 # over all GPUs: 32 rows of 4096 bytes per step, e.g. 8 GPUs x 4 rows x 1
+# the micro-batch is part of the method: the batch baseline averages the reward over one process's micro-batch
+batch_size = 32 # rows per GPU and micro-step, as the paper's job (1 GPU x 32 rows)
+gradient_accumulation_steps = 1 # over all GPUs: 32 rows of 4096 bytes per step, so one GPU
 learning_rate = 0.0036
 max_iters = 6332 # 8.3e+08 bytes / (32 * 4096)
 lr_decay_iters = 6332
 warmup_iters = 473 # 6.2e+07 bytes
 eval_interval = 100
-eval_iters = 64 # the 256 val documents
+eval_iters = 8 # the 256 val documents

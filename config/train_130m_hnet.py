@@ -1,4 +1,4 @@
-# 130M hnet: torchrun --standalone --nproc_per_node=8 train.py config/train_130m_hnet.py
+# 130M hnet: torchrun --standalone --nproc_per_node=2 train.py config/train_130m_hnet.py
 exec(open('config/size_130m.py').read())
 exec(open('config/method_hnet.py').read())
 out_dir = 'out-130m-hnet'

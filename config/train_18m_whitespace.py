@@ -1,4 +1,4 @@
-# 18M whitespace: torchrun --standalone --nproc_per_node=8 train.py config/train_18m_whitespace.py
+# 18M whitespace: python train.py config/train_18m_whitespace.py (one GPU: 32 rows per micro-step make the batch)
 exec(open('config/size_18m.py').read())
 exec(open('config/method_whitespace.py').read())
 out_dir = 'out-18m-whitespace'

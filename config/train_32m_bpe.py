@@ -1,4 +1,4 @@
-# 32M bpe: torchrun --standalone --nproc_per_node=8 train.py config/train_32m_bpe.py
+# 32M bpe: torchrun --standalone --nproc_per_node=2 train.py config/train_32m_bpe.py
 exec(open('config/size_32m.py').read())
 exec(open('config/method_bpe.py').read())
 out_dir = 'out-32m-bpe'
