@@ -317,8 +317,8 @@ class LinearGater(nn.Module):
 class SequentialGater(nn.Module):
     """ the paper's gater: the gate at t sees x_t and the w-1 previous gates a_{t-w+1..t-1}:
         logit_t = cap(scale * (V_t[w-1] + sum_{k=1}^{w-1} V_t[w-1-k] * a_{t-k}) + logit(rate)),  V = filter(x)
-        Sampling is a scan over t (on the model's device, vectorised over the batch); the log-probabilities for the
-        gradient are then recomputed in parallel with the sampled history teacher-forced. """
+        Sampling: `sample`, exact and parallel over t (w <= 10), or `scan`, the reference loop over t; the
+        log-probabilities for the gradient are then recomputed in parallel with the sampled history teacher-forced. """
 
     def __init__(self, config):
         super().__init__()
@@ -326,31 +326,86 @@ class SequentialGater(nn.Module):
         self.bias = logit(min(config.rate, 0.999))
         self.filter = nn.Linear(config.n_embd, config.filter_size)
 
-    def logits_of(self, V, history):
-        """ V (B, T, w), history (B, T, w-1) with history[:, t, i] = a_{t-w+1+i} -> logits (B, T) """
-        z = V[..., -1] + (V[..., :-1] * history).sum(-1)
-        y = self.scale * z + self.bias
+    def squash(self, y):
         return self.cap * torch.tanh(y / self.cap) if self.training and self.cap else y # capped in train mode only
+
+    def filter_sum(self, V, history):
+        """ V (B, T, w), history (B, T, w-1) with history[:, t, i] = a_{t-w+1+i} -> z (B, T), the sum in the logit """
+        z = V[..., -1]
+        for i in range(V.size(-1) - 1): # term by term, in the order `sample` adds them: the same bits
+            z = z + V[..., i] * history[..., i]
+        return z
+
+    def logits_of(self, V, history):
+        return self.squash(self.scale * self.filter_sum(V, history) + self.bias)
+
+    def threshold(self, u):
+        """ a draw u moved to the scale of the filter sum z: u < sigmoid(logit) iff threshold(u) < z. Comparing there
+            needs only sums of V, which round alike in any tensor shape (tanh and exp may not), so `sample` and
+            `scan` draw identical gates from identical draws """
+        L = torch.logit(u)
+        y = self.cap * torch.atanh((L / self.cap).clamp(-1, 1)) if self.training and self.cap else L # uncapped
+        return (y - self.bias) / self.scale
 
     @torch.no_grad()
     @torch.compiler.disable # a loop over T positions: torch.compile would unroll it into a graph of ~20*T ops
-    def scan(self, V):
-        """ sample a_0..a_{T-1} one position at a time; a_0 = 1, the forced first gate, seeds the history """
+    def scan(self, V, u=None):
+        """ the reference: a_0..a_{T-1} one position at a time; a_0 = 1, the forced first gate, seeds the history """
         B, T, w = V.shape
         a = V.new_zeros(B, w - 1 + T)                          # a[:, w-1+t] = a_t, w-1 zeros before the row
         a[:, w - 1] = 1.0
-        u = torch.rand(B, T, device=V.device)                  # all the draws at once, so the loop only compares
+        u = torch.rand(B, T, device=V.device) if u is None else u # all the draws at once, so the loop only compares
+        thr = self.threshold(u)
         probs = V.new_ones(B, T)
         for t in range(1, T):
-            probs[:, t] = torch.sigmoid(self.logits_of(V[:, t:t + 1], a[:, None, t:t + w - 1]))[:, 0]
-            a[:, w - 1 + t] = (u[:, t] < probs[:, t]).to(a.dtype)
+            z = self.filter_sum(V[:, t:t + 1], a[:, None, t:t + w - 1])[:, 0]
+            probs[:, t] = torch.sigmoid(self.squash(self.scale * z + self.bias))
+            a[:, w - 1 + t] = (thr[:, t] < z).to(a.dtype)
         return a, probs
+
+    @torch.no_grad()
+    @torch.compiler.disable # one graph break; its step count depends on T
+    def sample(self, V, u, block=None):
+        """ the scan's gates for the same draws u (B, T), in about L + log2(T/L) steps instead of T. A history h in
+            0..H-1, H = 2^(w-1), has bit i = a_{t-w+1+i}. At each t the gate under every h is one comparison, so
+            position t is a map M_t: history before t -> history after t. Maps compose associatively, and the prefix
+            P_t = M_t o ... o M_0 is the history after t whatever the start, as M_0 (the forced a_0 = 1) is constant.
+            Composed one by one inside blocks of L positions, then by doubling (Hillis-Steele) across blocks: L = 1
+            on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least work). Memory O(B*T*H): float sums and int16
+            maps (B=8, T=4096, w=8: 25 MB). -> a (B, w-1+T), laid out as the scan's """
+        B, T, w = V.shape
+        H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
+        n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
+        def blocked(t):                                        # (B, T, ...) -> (..., L, B*n): position j of block
+            t = F.pad(t, (0, 0) * (t.dim() - 2) + (0, n * L - T)).view(B, n, L, *t.shape[2:])
+            return t.permute(*range(3, t.dim()), 2, 0, 1).reshape(*t.shape[3:], L, B * n)
+        Vb, thr = blocked(V), blocked(self.threshold(u))       # (w, L, N), (L, N); padded positions are never read
+        z = V.new_empty(L, H, B * n)                           # the logit sum under each history
+        z[:, 0] = Vb[-1]
+        for i in range(w - 1):
+            z[:, 2 ** i:2 ** (i + 1)] = z[:, :2 ** i] + Vb[i][:, None] # bit i set adds V_i, as filter_sum
+        g = thr[:, None] < z                                   # (L, H, N): the gate at each position under each h
+        h = torch.arange(H, dtype=torch.int16, device=V.device)[:, None] # H <= 512 fits
+        M = torch.where(g, h // 2 + H // 2, h // 2)            # drop the oldest gate, push the new one
+        M[0, :, ::n] = H // 2                                  # a_0 = 1 (block 0 of each row) whatever came before
+        for j in range(1, L):                                  # inside each block: M[j] <- M[j] o M[j-1]
+            M[j] = M[j].gather(0, M[j - 1].long())
+        P, d = M[-1].view(H, B, n), 1                          # each block's map
+        while d < n:                                           # P[k] <- P[k] o P[k-d]: now blocks (k-2d, k]
+            P = torch.cat([P[..., :d], P[..., d:].gather(0, P[..., :-d].long())], dim=-1)
+            d *= 2
+        start = F.pad(P[0, :, :-1].long(), (1, 0)).view(1, 1, B * n) # the history before each block
+        hist = M.gather(1, start.expand(L, 1, B * n)).view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
+        a = (hist >= H // 2).to(V.dtype) if w > 1 else torch.where(torch.arange(T, device=V.device) == 0, 1.0,
+                                                                      g[:, 0].T.reshape(B, n * L)[:, :T].to(V.dtype))
+        return torch.cat([V.new_zeros(B, w - 1), a], dim=1)    # the newest bit of the history after t is a_t
 
     def forward(self, x, idx, gates=None):
         V = self.filter(x).float()                             # (B, T, w)
         B, T, w = V.shape
         if gates is None:
-            a, _ = self.scan(V)
+            u = torch.rand(B, T, device=V.device)
+            a = self.sample(V, u) if w <= 10 else self.scan(V, u)[0] # 2^(w-1) histories: the loop beyond 512
         else:
             a = torch.cat([V.new_zeros(B, w - 1), gates.to(V.dtype)], dim=1)
             a[:, w - 1] = 1.0                                  # the forced first gate, as in the scan

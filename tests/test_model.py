@@ -343,6 +343,51 @@ def test_sequential_filter_size_one_ignores_history():
     torch.testing.assert_close(probs[:, 1:], p1[:, 1:])
 
 
+@pytest.mark.parametrize('mode,cap', [('train', 6.0), ('train', 0.0), ('eval', 6.0)]) # capped, uncapped, eval
+@pytest.mark.parametrize('w', [1, 2, 8])
+def test_sequential_sample_equals_the_scan_on_the_same_draws(w, mode, cap):
+    """ the parallel sampler draws exactly the loop's gates from the same uniforms: rows of 1 to 300 bytes, 6 rows,
+        blocks of 1 (the GPU's pure doubling), 7 and sqrt(T) (the CPU's); the scaled filter spreads the gate
+        probabilities over (0, 1) and makes them depend on the history; 3 seeds give ~8,000 draws per case """
+    g = sequential_gater(w=w, gate_softcap=cap).train(mode == 'train')
+    for seed, T in itertools.product(range(3), (1, 2, 3, 7, 64, 65, 300)):
+        torch.manual_seed(seed)
+        V, u = g.filter(torch.randn(6, T, 32)).float(), torch.rand(6, T)
+        a, probs = g.scan(V, u)
+        for block in (1, 7, None):
+            assert torch.equal(g.sample(V, u, block), a), (seed, T, block)
+    assert 0.1 < probs[:, 1:].mean() < 0.9 and probs[:, 1:].std() > 0.1  # not all near 0 or 1: the draws decide
+
+
+def test_sequential_forward_beyond_ten_falls_back_to_the_scan():
+    g, T = sequential_gater(w=11), 20
+    x, idx = torch.randn(2, T, 32), rows(2, T, seed=23)
+    torch.manual_seed(24)
+    gates = g(x, idx)[2]
+    torch.manual_seed(24)
+    assert torch.equal(gates, g.scan(g.filter(x).float())[0][:, 10:])
+
+
+def test_sequential_samples_follow_the_teacher_forced_probabilities():
+    """ the gate sequences drawn by forward (the parallel sampler) on one 6-byte row, w=4, N=200,000 draws, against
+        the exact law prod_t pi(a_t | a_<t) of all 32 sequences (a_0 = 1) from the teacher-forced probabilities.
+        Total variation: E[TV] <= 1/2 sum_k sqrt(p_k (1-p_k) / N) and, one draw moving TV by at most 1/N, McDiarmid
+        gives P(TV > E[TV] + eps) <= exp(-2 N eps^2) = 1e-6 at eps = sqrt(ln(1e6) / 2N): a tolerance of ~0.012 """
+    g, T, N = sequential_gater(w=4).train(), 6, 200_000
+    x, idx = torch.randn(1, T, 32), rows(1, T, seed=25)
+    seqs = torch.tensor([[1, *bits] for bits in itertools.product([0, 1], repeat=T - 1)], dtype=torch.float)
+    p = g(x.expand(len(seqs), -1, -1), idx.expand(len(seqs), -1), seqs)[1][:, 1:] # (32, 5) teacher-forced
+    exact = torch.where(seqs[:, 1:] > 0, p, 1 - p).prod(-1).double()              # (32,), sums to 1
+    torch.manual_seed(26)
+    drawn = g(x.expand(N, -1, -1), idx.expand(N, -1))[2]                            # (N, T)
+    code = (drawn[:, 1:].long() * 2 ** torch.arange(T - 2, -1, -1)).sum(-1)        # the row of seqs drawn
+    empirical = torch.bincount(code, minlength=len(seqs)).double() / N
+    tol = 0.5 * (exact * (1 - exact) / N).sqrt().sum() + math.sqrt(math.log(1e6) / (2 * N))
+    assert 0.5 * (empirical - exact).abs().sum() < tol
+    independent = torch.where(seqs[:, 1:] > 0, p.mean(0), 1 - p.mean(0)).prod(-1).double()
+    assert 0.5 * (independent - exact).abs().sum() > 10 * tol  # a sampler ignoring the history would fail
+
+
 @pytest.mark.parametrize('gater', ['linear', 'sequential'])
 @pytest.mark.parametrize('down,up', [(d, u) for d, u in PAIRS if u != 'hnet'])
 def test_rl_gaters_get_no_gradient_from_the_lm_loss(gater, down, up):
