@@ -208,12 +208,13 @@ def read_ids(gates):
 
 
 @torch.compiler.disable # its host sync (the chunk count) breaks the graph anyway: make it one clean break
-def chunk_ends(gates):
-    """ positions e_k of the gates of each row, padded with 0 to S = the most chunks in the batch; and the counts:
+def chunk_ends(gates, multiple=1):
+    """ positions e_k of the gates of each row, padded with 0 to S = the most chunks in the batch rounded up to a
+        multiple (64 under torch.compile: a handful of mid-level shapes, not one per step); and the counts:
         gates [[1 0 1 1], [1 0 0 1]] -> ends [[0 2 3], [0 3 0]], n_chunks [3, 2] """
     B, T = gates.shape
     n_chunks = gates.sum(-1).long()                            # (B,)
-    S = int(n_chunks.max())                                    # the one host sync of a forward: S sizes the mid level
+    S = -(-int(n_chunks.max()) // multiple) * multiple         # the one host sync of a forward: S sizes the mid level
     slot = torch.where(gates > 0, chunk_ids(gates), S)         # non-gates go to a spare slot S, dropped below
     ends = torch.zeros(B, S + 1, dtype=torch.long, device=gates.device)
     ends.scatter_(1, slot, torch.arange(T, device=gates.device).expand(B, T))
@@ -225,14 +226,22 @@ def gather(z, ids):
     return torch.gather(z, 1, ids[..., None].expand(-1, -1, z.size(-1)))
 
 
-def discounted_returns(r, gamma):
-    """ G[:, t] = sum_k gamma**k * r[:, t+k], one matmul (no host sync, no scipy):
+def discounted_returns(r, gamma, block=64):
+    """ G[:, t] = sum_k gamma**k * r[:, t+k] (no host sync, no scipy): a matmul inside blocks of 64 positions, then
+        each block adds the discounted return at the start of the next, O(T * 64) not O(T^2):
         r 1 0 0 2, gamma 0.5 -> G 1.25 0.5 1 2 """
     T = r.size(-1)
-    t = torch.arange(T, device=r.device)
-    lag = t[None, :] - t[:, None]                              # (T, T), lag[t, k] = k - t
-    W = torch.where(lag >= 0, gamma ** lag.clamp(min=0).to(r.dtype), 0.0)
-    return r @ W.T
+    L = min(block, T)
+    n = -(-T // L)
+    def decay(m, g):                                           # (m, m): [t, k] = g**(k-t) where k >= t, else 0
+        t = torch.arange(m, device=r.device)
+        lag = t[None, :] - t[:, None]
+        return torch.where(lag >= 0, g ** lag.clamp(min=0).to(r.dtype), 0.0)
+    G = F.pad(r, (0, n * L - T)).unflatten(-1, (n, L)) @ decay(L, gamma).T # (..., n, L), within each block
+    first = G[..., 0] @ decay(n, gamma ** L).T                 # (..., n), the returns at each block's first position
+    carry = F.pad(first[..., 1:], (0, 1))[..., None]           # the next block's, 0 after the last
+    G = G + carry * gamma ** (L - torch.arange(L, device=r.device)).to(r.dtype)
+    return G.flatten(-2)[..., :T]
 
 
 def hnet_ratio_loss(gates, probs, rate, mask=None):
@@ -634,7 +643,7 @@ class ByteUNet(nn.Module):
         g = torch.where(forced, 1.0, g.float())                # still carries nawrot's straight-through gradient
         gate_probs = torch.where(forced, 1.0, gate_probs)      # constants there: no gradient, log pi = 0
         gate_logits = torch.where(forced, 100.0, gate_logits)
-        ends, n_chunks = chunk_ends(g.detach())                # (B, S)
+        ends, n_chunks = chunk_ends(g.detach(), 64 if torch.compiler.is_compiling() else 1) # (B, S); eager: exact S
         z, zpos = self.downsampler(x, g, ends)                 # (B, S, C), (B, S)
         zcos, zsin = rope(zpos, hd)
         zo = z
@@ -655,20 +664,23 @@ class ByteUNet(nn.Module):
                   {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0}]
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda')
 
-    def flops_per_byte(self):
-        """ training FLOPs per byte: 6 per weight and byte at byte level, 6 per mid weight and chunk (rate chunks per
-            byte), plus attention scores (12 * layers * D * keys seen, a window at byte level) """
+    def flops_per_byte(self, rate=None):
+        """ training FLOPs per byte: 6 per weight and byte at byte level, 6 per mid weight and chunk (`rate` chunks per
+            byte: the realised rate of the step if given, else the configured one), plus attention scores
+            (12 * layers * D * keys seen, a window at byte level) """
         cfg = self.config
+        rate = cfg.rate if rate is None else rate
         n_mid = sum(p.numel() for p in self.mid.parameters())
         n_byte = self.get_num_params(non_embedding=True) - n_mid
-        T, S = cfg.block_size, cfg.block_size * cfg.rate
+        T, S = cfg.block_size, cfg.block_size * rate
         attn_byte = 12 * (cfg.n_down + cfg.n_up) * cfg.n_embd * min(cfg.window or T, T)
-        attn_mid = 12 * cfg.n_mid * cfg.n_embd * S / 2 * cfg.rate # causal: a chunk sees S/2 chunks on average
-        return 6 * n_byte + 6 * n_mid * cfg.rate + attn_byte + attn_mid
+        attn_mid = 12 * cfg.n_mid * cfg.n_embd * S / 2 * rate # causal: a chunk sees S/2 chunks on average
+        return 6 * n_byte + 6 * n_mid * rate + attn_byte + attn_mid
 
-    def estimate_mfu(self, bytes_per_sec, peak_flops=989e12):
-        """ model flops utilization against a peak (default: H100 bf16 dense, 989 TFLOP/s) """
-        return self.flops_per_byte() * bytes_per_sec / peak_flops
+    def estimate_mfu(self, bytes_per_sec, rate=None, peak_flops=989e12):
+        """ model flops utilization at `rate` chunks per byte against a peak (default: H100 bf16 dense, 989 TFLOP/s;
+            gpu_peak_flops looks one up by the GPU's name) """
+        return self.flops_per_byte(rate) * bytes_per_sec / peak_flops
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
@@ -686,6 +698,16 @@ class ByteUNet(nn.Module):
             idx = torch.cat([idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)], dim=1)
         ctx = torch.cat([idx[:, -(self.config.block_size - 1):], pad], dim=1)
         return idx[:, idx.size(1) - max_new_tokens:], self(ctx)['gates'][:, :-1]
+
+
+PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'H800': 989e12, 'B200': 2250e12, 'A100': 312e12, 'A800': 312e12,
+              'L40S': 362e12, 'L4': 121e12, 'A10': 125e12, 'RTX 4090': 165e12} # bf16 dense, the vendors' sheets
+
+
+def gpu_peak_flops(name):
+    """ bf16 dense peak of a GPU by its name ('NVIDIA H100 80GB HBM3' -> 989e12), None if it is not in PEAK_FLOPS;
+        the first key in the name wins, so 'A100' is tried before 'A10' and 'L40S' before 'L4' """
+    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
 
 
 def next_byte_nll(logits, idx):

@@ -188,6 +188,56 @@ def test_chunk_ends_pads_with_zero():
     assert ends.tolist() == [[0, 4, 0, 0, 0], [0, 1, 2, 3, 4]] and n.tolist() == [2, 5]
 
 
+def test_chunk_ends_rounds_the_slots_up_to_a_multiple():
+    ends, n = chunk_ends(torch.tensor([[1., 0, 1, 1], [1, 0, 0, 1]]), 4)
+    assert ends.tolist() == [[0, 2, 3, 0], [0, 3, 0, 0]] and n.tolist() == [3, 2]
+    assert chunk_ends(torch.ones(2, 70), 64)[0].shape == (2, 128)
+
+
+@pytest.mark.parametrize('down,up', PAIRS)
+@pytest.mark.parametrize('gater', ['sequential', 'nawrot', 'hnet'])  # the gaters whose probs or gates have gradients
+def test_padded_chunk_slots_change_no_output(gater, down, up, monkeypatch):
+    """ the mid level padded to 64 slots (as under torch.compile) gives every output of the exact S: the padded slots
+        follow every real chunk, so the causal mid layers, the EMA and the pooling never bring them back (to float32
+        rounding: the matmuls run over another length) """
+    import model as model_py
+    m = make_model(gater=gater, downsampler=down, upsampler=up).train()
+    idx, gates = rows(3, 64, seed=7), random_gates([0.3, 0.1, 0.6], 64, seed=8)
+    torch.manual_seed(9)
+    want = m(idx, gates)
+    exact, seen = model_py.chunk_ends, []
+    def padded(g, multiple=1):
+        ends, n = exact(g, 64)
+        seen.append(ends.size(1))
+        return ends, n
+    monkeypatch.setattr(model_py, 'chunk_ends', padded)
+    torch.manual_seed(9)
+    got = m(idx, gates)
+    assert seen == [64] and want['n_chunks'].max() < 64  # the padding is in play
+    for key in ('logits', 'early_logits', 'gate_probs', 'aux_loss', 'gates', 'n_chunks'):
+        torch.testing.assert_close(got[key], want[key], msg=key)
+
+
+@pytest.mark.parametrize('down,up', [('mean', 'deviation'), ('nawrot', 'nawrot'), ('select', 'hnet')])
+def test_compiled_pads_the_chunks_and_keeps_the_outputs(down, up, monkeypatch):
+    """ under torch.compile (eager backend: dynamo's capture) the mid level has 64 slots and the outputs are eager's """
+    import model as model_py
+    m = make_model(gater='uniform', downsampler=down, upsampler=up).eval()
+    idx, gates = rows(3, 64, seed=10), random_gates([0.3, 0.1, 0.6], 64, seed=11)
+    want = m(idx, gates)
+    exact, seen = model_py.chunk_ends, []
+    @torch.compiler.disable
+    def spy(g, multiple=1):
+        seen.append(multiple)
+        return exact(g, multiple)
+    monkeypatch.setattr(model_py, 'chunk_ends', spy)
+    torch._dynamo.reset()
+    got = torch.compile(m, backend='eager', dynamic=False)(idx, gates)
+    assert seen == [64]
+    for key in ('logits', 'early_logits', 'gate_probs'):
+        torch.testing.assert_close(got[key], want[key], msg=key)
+
+
 def test_discounted_returns_docstring_example():
     G = discounted_returns(torch.tensor([[1., 0, 0, 2]]), 0.5)
     torch.testing.assert_close(G, torch.tensor([[1.25, 0.5, 1.0, 2.0]]))
