@@ -380,8 +380,8 @@ class SequentialGater(nn.Module):
             position t is a map M_t: history before t -> history after t. Maps compose associatively, and the prefix
             P_t = M_t o ... o M_0 is the history after t whatever the start, as M_0 (the forced a_0 = 1) is constant.
             Composed one by one inside blocks of L positions, then by doubling (Hillis-Steele) across blocks: L = 1
-            on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least work). Memory O(B*T*H): float sums and int16
-            maps (B=8, T=4096, w=8: 25 MB). -> a (B, w-1+T), laid out as the scan's """
+            on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least work). Memory O(B*T*H): float sums and int64
+            maps (B=8, T=4096, w=8: about 55 MB). -> a (B, w-1+T), laid out as the scan's """
         B, T, w = V.shape
         H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
         n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
@@ -394,16 +394,16 @@ class SequentialGater(nn.Module):
         for i in range(w - 1):
             z[:, 2 ** i:2 ** (i + 1)] = z[:, :2 ** i] + Vb[i][:, None] # bit i set adds V_i, as filter_sum
         g = thr[:, None] < z                                   # (L, H, N): the gate at each position under each h
-        h = torch.arange(H, dtype=torch.int16, device=V.device)[:, None] # H <= 512 fits
+        h = torch.arange(H, device=V.device)[:, None]
         M = torch.where(g, h // 2 + H // 2, h // 2)            # drop the oldest gate, push the new one
         M[0, :, ::n] = H // 2                                  # a_0 = 1 (block 0 of each row) whatever came before
         for j in range(1, L):                                  # inside each block: M[j] <- M[j] o M[j-1]
-            M[j] = M[j].gather(0, M[j - 1].long())
+            M[j] = M[j].gather(0, M[j - 1])
         P, d = M[-1].view(H, B, n), 1                          # each block's map
         while d < n:                                           # P[k] <- P[k] o P[k-d]: now blocks (k-2d, k]
-            P = torch.cat([P[..., :d], P[..., d:].gather(0, P[..., :-d].long())], dim=-1)
+            P = torch.cat([P[..., :d], P[..., d:].gather(0, P[..., :-d])], dim=-1)
             d *= 2
-        start = F.pad(P[0, :, :-1].long(), (1, 0)).view(1, 1, B * n) # the history before each block
+        start = F.pad(P[0, :, :-1], (1, 0)).view(1, 1, B * n) # the history before each block
         hist = M.gather(1, start.expand(L, 1, B * n)).view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
         a = (hist >= H // 2).to(V.dtype) if w > 1 else torch.where(torch.arange(T, device=V.device) == 0, 1.0,
                                                                       g[:, 0].T.reshape(B, n * L)[:, :T].to(V.dtype))
