@@ -1,19 +1,25 @@
 """
-Two measurements, each printed with the command that made it.
+Measurements, each printed with the command that made it.
 $ python bench.py                 # forward + backward time of each method's model on one batch
 $ python bench.py --compare=True  # train each method on pycode with equal bytes, then a table and a plot of val bpb
+$ python bench.py --table=cpu --base=/tmp/nanotok-base   # sampler vs loop, sequential vs uniform forward at 4096
+                                  # bytes, the 18M training step against another checkout's model.py, alternated
+$ python bench.py --table=gpu --device=cuda   # bytes/s, MFU, the sampler's share: 18M and 73M at 4096 bytes, bf16
 Any key below can be overridden, e.g. --n_embd=128 --device=cuda --max_iters=1200.
 """
 import os
 import sys
 import json
 import time
+import contextlib
 import subprocess
+import importlib.util
 
 import torch
 import torch.nn.functional as F
 
-from model import UNetConfig, ByteUNet, BOS
+import model as model_py
+from model import UNetConfig, ByteUNet, BOS, PRESETS, gpu_peak_flops
 
 # -----------------------------------------------------------------------------
 methods = 'random,sequential,hnet,nawrot,whitespace' # names of config/method_*.py
@@ -31,12 +37,156 @@ n_up = 1
 steps = 20 # timed steps, after 5 warmup steps (the first steps of a new shape are slow)
 device = 'cpu'
 seed = 1337
+threads = 0 # torch threads; 0: torch's default (on a shared machine 1 keeps the ratios steadier)
+table = '' # 'cpu' or 'gpu': the tables below instead of the per-method one
+base = '' # table=cpu: a checkout whose model.py is the 'before' of the training step (e.g. a clone of feab0e2)
+profile = False # table=cpu: also print a torch.profiler table of one step, before and after
+reps = 3 # table=cpu: alternated repetitions of each measurement (median reported)
+sizes = '18m,73m' # table=gpu: PRESETS names, or 'tiny' (the n_embd/n_head/n_down/n_mid/n_up above)
+compiles = 'False,True' # table=gpu: torch.compile off, on
+dtype = 'bfloat16' # table=gpu: autocast dtype ('float32' for none)
+gpu_batch = 4 # table=gpu: rows per step
+gpu_block = 4096 # table=gpu: bytes per row
 exec(open('configurator.py').read()) # overrides from command line or config file
 # -----------------------------------------------------------------------------
 METHODS = {'random': ('uniform', 'select', 'add'), 'sequential': ('sequential', 'select', 'add'),
            'linear': ('linear', 'select', 'deviation'), 'nawrot': ('nawrot', 'nawrot', 'nawrot'),
            'hnet': ('hnet', 'hnet', 'hnet'), 'whitespace': ('whitespace', 'select', 'add')}
 command = 'python bench.py ' + ' '.join(sys.argv[1:])
+if threads:
+    torch.set_num_threads(threads)
+
+
+
+def sync():
+    if device.startswith('cuda'):
+        torch.cuda.synchronize()
+
+
+def timed(fn):
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
+def train_step(M, model, opt, X, ctx):
+    """ train.py's step at its defaults, on-policy: CE + early exit, REINFORCE with the batch baseline and discounted
+        returns, the rate loss, aux_loss, backward, clip, AdamW; M is the model module (this or the base checkout) """
+    with ctx:
+        out = model(X)
+    nll, nll_early = M.next_byte_nll(out['logits'], X), M.next_byte_nll(out['early_logits'], X)
+    reward = (nll_early - nll).detach()
+    returns = F.pad(M.discounted_returns(reward - reward.mean(0), 0.99), (0, 1))
+    gate_logits, gates = out['gate_logits'].float(), out['gates'].float()
+    logp = -F.binary_cross_entropy_with_logits(gate_logits, gates, reduction='none')
+    r_loss = gate_logits.mean() * (out['gate_probs'].float().mean() - 0.2).detach()
+    loss = 0.9 * nll.mean() + 0.1 * nll_early.mean() - 0.01 * (returns * logp).mean() + 0.01 * r_loss + out['aux_loss']
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return out
+
+
+def build(M, method, T, **dims):
+    g, d, u = METHODS[method]
+    torch.manual_seed(seed)
+    return M.ByteUNet(M.UNetConfig(block_size=T, gater=g, downsampler=d, upsampler=u, **dims)).to(device)
+
+
+def rows(B, T):
+    X = torch.randint(0, 256, (B, T), device=device)
+    X[:, 0] = BOS
+    return X
+
+
+tiny_dims = dict(n_embd=n_embd, n_head=n_head, n_down=n_down, n_mid=n_mid, n_up=n_up)
+if table == 'cpu': # each pair alternated in one run, so a shared machine slows both alike
+    print(f"$ {command}\n{device}, {torch.get_num_threads()} threads, medians of {reps} alternated runs")
+    g = model_py.SequentialGater(UNetConfig(n_embd=64, filter_size=8)).train()
+    V, u = torch.randn(8, 4096, 8), torch.rand(8, 4096)
+    with torch.no_grad():
+        V = g.filter(torch.randn(8, 4096, 64)).float()
+    t_par, t_loop = [], []
+    for _ in range(reps):
+        t_par.append(timed(lambda: g.sample(V, u)))
+        t_loop.append(timed(lambda: g.scan(V, u)))
+    assert torch.equal(g.sample(V, u), g.scan(V, u)[0])
+    print(f"\n| sampler, B=8 T=4096 w=8 | s |\n|---|---|\n| loop (scan) | {median(t_loop):.3f} |\n"
+          f"| parallel (sample) | {median(t_par):.4f} |\n| speed-up | {median(t_loop) / median(t_par):.1f}x |")
+    print("\n| forward, B=8 T=4096, train mode | uniform s | sequential s | sequential / uniform |\n|---|---|---|---|")
+    for label, dims in (('tiny (D=64, 1/2/1)', tiny_dims), ('18m (D=384, 2/6/2)', PRESETS['18m'])):
+        X = rows(8, 4096)
+        models = {m: build(model_py, m, 4096, **dims) for m in ('random', 'sequential')}
+        t = {m: [] for m in models}
+        for _ in range(reps + 1): # the first round warms up
+            for m, net in models.items():
+                t[m].append(timed(lambda: net(X)))
+        tu, ts = median(t['random'][1:]), median(t['sequential'][1:])
+        print(f"| {label} | {tu:.3f} | {ts:.3f} | {ts / tu:.3f} |")
+    if base:
+        spec = importlib.util.spec_from_file_location('model_base', os.path.join(base, 'model.py'))
+        base_py = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(base_py)
+        print(f"\n| 18M training step, 4 x 1024 float32 | before s/step ({base}) | after s/step | speed-up |"
+              "\n|---|---|---|---|")
+        for method in ('sequential', 'random'):
+            X, nets = rows(4, 1024), {}
+            for name, M in (('before', base_py), ('after', model_py)):
+                net = build(M, method, 1024, **PRESETS['18m'])
+                nets[name] = (M, net, torch.optim.AdamW(net.parameters(), lr=1e-4))
+            t = {name: [] for name in nets}
+            for i in range(2 + steps):
+                for name, (M, net, opt) in nets.items():
+                    torch.manual_seed(i)
+                    t[name].append(timed(lambda: train_step(M, net, opt, X, contextlib.nullcontext())))
+            tb, ta = median(t['before'][2:]), median(t['after'][2:])
+            print(f"| {method} | {tb:.3f} | {ta:.3f} | {tb / ta:.2f}x |")
+            if profile:
+                for name, (M, net, opt) in nets.items():
+                    with torch.profiler.profile() as prof:
+                        train_step(M, net, opt, X, contextlib.nullcontext())
+                    print(f"\nprofile of one {method} step, {name}:")
+                    print(prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=12))
+    sys.exit(0)
+
+if table == 'gpu': # the prepared GPU measurement: one line per size x method x compile
+    on_cuda = device.startswith('cuda')
+    peak = gpu_peak_flops(torch.cuda.get_device_name(device)) if on_cuda else None
+    ctx = torch.autocast(device.split(':')[0], dtype=getattr(torch, dtype)) if dtype != 'float32' \
+        else contextlib.nullcontext()
+    print(f"$ {command}\n{torch.cuda.get_device_name(device) if on_cuda else device}, {gpu_batch} x {gpu_block} "
+          f"bytes, {dtype}, peak {peak or 0:.3g} FLOP/s, median of {steps} steps after 5 (compile: 10) warmup")
+    print("| size | method | compile | ms/step | bytes/s | MFU | sampler share |\n|---|---|---|---|---|---|---|")
+    for size in sizes.split(','):
+        dims = tiny_dims if size == 'tiny' else PRESETS[size]
+        for method in ('sequential', 'random'):
+            for comp in (c == 'True' for c in compiles.split(',')):
+                net = build(model_py, method, gpu_block, **dims)
+                opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=on_cuda)
+                run = torch.compile(net) if comp else net
+                X, t = rows(gpu_batch, gpu_block), []
+                for i in range(steps + (10 if comp else 5)):
+                    t.append(timed(lambda: train_step(model_py, run, opt, X, ctx)))
+                dt = median(t[-steps:])
+                with torch.no_grad(), ctx:
+                    out = net(X)
+                rate = out['n_chunks'].sum().item() / X.numel()
+                mfu = f"{net.estimate_mfu(X.numel() / dt, rate, peak) * 100:.1f}%" if peak else '-'
+                share = '-'
+                if method == 'sequential':
+                    V = torch.randn(gpu_batch, gpu_block, net.config.filter_size, device=device)
+                    u = torch.rand(gpu_batch, gpu_block, device=device)
+                    share = f"{median([timed(lambda: net.gater.sample(V, u)) for _ in range(5)]) / dt * 100:.1f}%"
+                print(f"| {size} | {method} | {comp} | {dt * 1000:.1f} | {X.numel() / dt:,.0f} | {mfu} | {share} |",
+                      flush=True)
+    sys.exit(0)
 
 if not compare:
     print(f"$ {command}\nforward + backward of {batch_size} x {block_size} bytes, D={n_embd}, "

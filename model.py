@@ -206,12 +206,13 @@ def read_ids(gates):
 
 
 @torch.compiler.disable # its host sync (the chunk count) breaks the graph anyway: make it one clean break
-def chunk_ends(gates):
-    """ positions e_k of the gates of each row, padded with 0 to S = the most chunks in the batch; and the counts:
+def chunk_ends(gates, multiple=1):
+    """ positions e_k of the gates of each row, padded with 0 to S = the most chunks in the batch rounded up to a
+        multiple (64 under torch.compile: a handful of mid-level shapes, not one per step); and the counts:
         gates [[1 0 1 1], [1 0 0 1]] -> ends [[0 2 3], [0 3 0]], n_chunks [3, 2] """
     B, T = gates.shape
     n_chunks = gates.sum(-1).long()                            # (B,)
-    S = int(n_chunks.max())                                    # the one host sync of a forward: S sizes the mid level
+    S = -(-int(n_chunks.max()) // multiple) * multiple         # the one host sync of a forward: S sizes the mid level
     slot = torch.where(gates > 0, chunk_ids(gates), S)         # non-gates go to a spare slot S, dropped below
     ends = torch.zeros(B, S + 1, dtype=torch.long, device=gates.device)
     ends.scatter_(1, slot, torch.arange(T, device=gates.device).expand(B, T))
@@ -223,14 +224,22 @@ def gather(z, ids):
     return torch.gather(z, 1, ids[..., None].expand(-1, -1, z.size(-1)))
 
 
-def discounted_returns(r, gamma):
-    """ G[:, t] = sum_k gamma**k * r[:, t+k], one matmul (no host sync, no scipy):
+def discounted_returns(r, gamma, block=64):
+    """ G[:, t] = sum_k gamma**k * r[:, t+k] (no host sync, no scipy): a matmul inside blocks of 64 positions, then
+        each block adds the discounted return at the start of the next, O(T * 64) not O(T^2):
         r 1 0 0 2, gamma 0.5 -> G 1.25 0.5 1 2 """
     T = r.size(-1)
-    t = torch.arange(T, device=r.device)
-    lag = t[None, :] - t[:, None]                              # (T, T), lag[t, k] = k - t
-    W = torch.where(lag >= 0, gamma ** lag.clamp(min=0).to(r.dtype), 0.0)
-    return r @ W.T
+    L = min(block, T)
+    n = -(-T // L)
+    def decay(m, g):                                           # (m, m): [t, k] = g**(k-t) where k >= t, else 0
+        t = torch.arange(m, device=r.device)
+        lag = t[None, :] - t[:, None]
+        return torch.where(lag >= 0, g ** lag.clamp(min=0).to(r.dtype), 0.0)
+    G = F.pad(r, (0, n * L - T)).unflatten(-1, (n, L)) @ decay(L, gamma).T # (..., n, L), within each block
+    first = G[..., 0] @ decay(n, gamma ** L).T                 # (..., n), the returns at each block's first position
+    carry = F.pad(first[..., 1:], (0, 1))[..., None]           # the next block's, 0 after the last
+    G = G + carry * gamma ** (L - torch.arange(L, device=r.device)).to(r.dtype)
+    return G.flatten(-2)[..., :T]
 
 
 def hnet_ratio_loss(gates, probs, rate, mask=None):
@@ -315,8 +324,8 @@ class LinearGater(nn.Module):
 class SequentialGater(nn.Module):
     """ the paper's gater: the gate at t sees x_t and the w-1 previous gates a_{t-w+1..t-1}:
         logit_t = cap(scale * (V_t[w-1] + sum_{k=1}^{w-1} V_t[w-1-k] * a_{t-k}) + logit(rate)),  V = filter(x)
-        Sampling is a scan over t (on the model's device, vectorised over the batch); the log-probabilities for the
-        gradient are then recomputed in parallel with the sampled history teacher-forced. """
+        Sampling: `sample`, exact and parallel over t (w <= 10), or `scan`, the reference loop over t; the
+        log-probabilities for the gradient are then recomputed in parallel with the sampled history teacher-forced. """
 
     def __init__(self, config):
         super().__init__()
@@ -324,31 +333,86 @@ class SequentialGater(nn.Module):
         self.bias = logit(min(config.rate, 0.999))
         self.filter = nn.Linear(config.n_embd, config.filter_size)
 
-    def logits_of(self, V, history):
-        """ V (B, T, w), history (B, T, w-1) with history[:, t, i] = a_{t-w+1+i} -> logits (B, T) """
-        z = V[..., -1] + (V[..., :-1] * history).sum(-1)
-        y = self.scale * z + self.bias
+    def squash(self, y):
         return self.cap * torch.tanh(y / self.cap) if self.training and self.cap else y # capped in train mode only
+
+    def filter_sum(self, V, history):
+        """ V (B, T, w), history (B, T, w-1) with history[:, t, i] = a_{t-w+1+i} -> z (B, T), the sum in the logit """
+        z = V[..., -1]
+        for i in range(V.size(-1) - 1): # term by term, in the order `sample` adds them: the same bits
+            z = z + V[..., i] * history[..., i]
+        return z
+
+    def logits_of(self, V, history):
+        return self.squash(self.scale * self.filter_sum(V, history) + self.bias)
+
+    def threshold(self, u):
+        """ a draw u moved to the scale of the filter sum z: u < sigmoid(logit) iff threshold(u) < z. Comparing there
+            needs only sums of V, which round alike in any tensor shape (tanh and exp may not), so `sample` and
+            `scan` draw identical gates from identical draws """
+        L = torch.logit(u)
+        y = self.cap * torch.atanh((L / self.cap).clamp(-1, 1)) if self.training and self.cap else L # uncapped
+        return (y - self.bias) / self.scale
 
     @torch.no_grad()
     @torch.compiler.disable # a loop over T positions: torch.compile would unroll it into a graph of ~20*T ops
-    def scan(self, V):
-        """ sample a_0..a_{T-1} one position at a time; a_0 = 1, the forced first gate, seeds the history """
+    def scan(self, V, u=None):
+        """ the reference: a_0..a_{T-1} one position at a time; a_0 = 1, the forced first gate, seeds the history """
         B, T, w = V.shape
         a = V.new_zeros(B, w - 1 + T)                          # a[:, w-1+t] = a_t, w-1 zeros before the row
         a[:, w - 1] = 1.0
-        u = torch.rand(B, T, device=V.device)                  # all the draws at once, so the loop only compares
+        u = torch.rand(B, T, device=V.device) if u is None else u # all the draws at once, so the loop only compares
+        thr = self.threshold(u)
         probs = V.new_ones(B, T)
         for t in range(1, T):
-            probs[:, t] = torch.sigmoid(self.logits_of(V[:, t:t + 1], a[:, None, t:t + w - 1]))[:, 0]
-            a[:, w - 1 + t] = (u[:, t] < probs[:, t]).to(a.dtype)
+            z = self.filter_sum(V[:, t:t + 1], a[:, None, t:t + w - 1])[:, 0]
+            probs[:, t] = torch.sigmoid(self.squash(self.scale * z + self.bias))
+            a[:, w - 1 + t] = (thr[:, t] < z).to(a.dtype)
         return a, probs
+
+    @torch.no_grad()
+    @torch.compiler.disable # one graph break; its step count depends on T
+    def sample(self, V, u, block=None):
+        """ the scan's gates for the same draws u (B, T), in about L + log2(T/L) steps instead of T. A history h in
+            0..H-1, H = 2^(w-1), has bit i = a_{t-w+1+i}. At each t the gate under every h is one comparison, so
+            position t is a map M_t: history before t -> history after t. Maps compose associatively, and the prefix
+            P_t = M_t o ... o M_0 is the history after t whatever the start, as M_0 (the forced a_0 = 1) is constant.
+            Composed one by one inside blocks of L positions, then by doubling (Hillis-Steele) across blocks: L = 1
+            on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least work). Memory O(B*T*H): float sums and int64
+            maps (B=8, T=4096, w=8: about 55 MB). -> a (B, w-1+T), laid out as the scan's """
+        B, T, w = V.shape
+        H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
+        n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
+        def blocked(t):                                        # (B, T, ...) -> (..., L, B*n): position j of block
+            t = F.pad(t, (0, 0) * (t.dim() - 2) + (0, n * L - T)).view(B, n, L, *t.shape[2:])
+            return t.permute(*range(3, t.dim()), 2, 0, 1).reshape(*t.shape[3:], L, B * n)
+        Vb, thr = blocked(V), blocked(self.threshold(u))       # (w, L, N), (L, N); padded positions are never read
+        z = V.new_empty(L, H, B * n)                           # the logit sum under each history
+        z[:, 0] = Vb[-1]
+        for i in range(w - 1):
+            z[:, 2 ** i:2 ** (i + 1)] = z[:, :2 ** i] + Vb[i][:, None] # bit i set adds V_i, as filter_sum
+        g = thr[:, None] < z                                   # (L, H, N): the gate at each position under each h
+        h = torch.arange(H, device=V.device)[:, None]
+        M = torch.where(g, h // 2 + H // 2, h // 2)            # drop the oldest gate, push the new one
+        M[0, :, ::n] = H // 2                                  # a_0 = 1 (block 0 of each row) whatever came before
+        for j in range(1, L):                                  # inside each block: M[j] <- M[j] o M[j-1]
+            M[j] = M[j].gather(0, M[j - 1])
+        P, d = M[-1].view(H, B, n), 1                          # each block's map
+        while d < n:                                           # P[k] <- P[k] o P[k-d]: now blocks (k-2d, k]
+            P = torch.cat([P[..., :d], P[..., d:].gather(0, P[..., :-d])], dim=-1)
+            d *= 2
+        start = F.pad(P[0, :, :-1], (1, 0)).view(1, 1, B * n) # the history before each block
+        hist = M.gather(1, start.expand(L, 1, B * n)).view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
+        a = (hist >= H // 2).to(V.dtype) if w > 1 else torch.where(torch.arange(T, device=V.device) == 0, 1.0,
+                                                                      g[:, 0].T.reshape(B, n * L)[:, :T].to(V.dtype))
+        return torch.cat([V.new_zeros(B, w - 1), a], dim=1)    # the newest bit of the history after t is a_t
 
     def forward(self, x, idx, gates=None):
         V = self.filter(x).float()                             # (B, T, w)
         B, T, w = V.shape
         if gates is None:
-            a, _ = self.scan(V)
+            u = torch.rand(B, T, device=V.device)
+            a = self.sample(V, u) if w <= 10 else self.scan(V, u)[0] # 2^(w-1) histories: the loop beyond 512
         else:
             a = torch.cat([V.new_zeros(B, w - 1), gates.to(V.dtype)], dim=1)
             a[:, w - 1] = 1.0                                  # the forced first gate, as in the scan
@@ -576,7 +640,7 @@ class ByteUNet(nn.Module):
         g = torch.where(forced, 1.0, g.float())                # still carries nawrot's straight-through gradient
         gate_probs = torch.where(forced, 1.0, gate_probs)      # constants there: no gradient, log pi = 0
         gate_logits = torch.where(forced, 100.0, gate_logits)
-        ends, n_chunks = chunk_ends(g.detach())                # (B, S)
+        ends, n_chunks = chunk_ends(g.detach(), 64 if torch.compiler.is_compiling() else 1) # (B, S); eager: exact S
         z, zpos = self.downsampler(x, g, ends)                 # (B, S, C), (B, S)
         zcos, zsin = rope(zpos, hd)
         zo = z
@@ -597,20 +661,23 @@ class ByteUNet(nn.Module):
                   {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0}]
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda')
 
-    def flops_per_byte(self):
-        """ training FLOPs per byte: 6 per weight and byte at byte level, 6 per mid weight and chunk (rate chunks per
-            byte), plus attention scores (12 * layers * D * keys seen, a window at byte level) """
+    def flops_per_byte(self, rate=None):
+        """ training FLOPs per byte: 6 per weight and byte at byte level, 6 per mid weight and chunk (`rate` chunks per
+            byte: the realised rate of the step if given, else the configured one), plus attention scores
+            (12 * layers * D * keys seen, a window at byte level) """
         cfg = self.config
+        rate = cfg.rate if rate is None else rate
         n_mid = sum(p.numel() for p in self.mid.parameters())
         n_byte = self.get_num_params(non_embedding=True) - n_mid
-        T, S = cfg.block_size, cfg.block_size * cfg.rate
+        T, S = cfg.block_size, cfg.block_size * rate
         attn_byte = 12 * (cfg.n_down + cfg.n_up) * cfg.n_embd * min(cfg.window or T, T)
-        attn_mid = 12 * cfg.n_mid * cfg.n_embd * S / 2 * cfg.rate # causal: a chunk sees S/2 chunks on average
-        return 6 * n_byte + 6 * n_mid * cfg.rate + attn_byte + attn_mid
+        attn_mid = 12 * cfg.n_mid * cfg.n_embd * S / 2 * rate # causal: a chunk sees S/2 chunks on average
+        return 6 * n_byte + 6 * n_mid * rate + attn_byte + attn_mid
 
-    def estimate_mfu(self, bytes_per_sec, peak_flops=989e12):
-        """ model flops utilization against a peak (default: H100 bf16 dense, 989 TFLOP/s) """
-        return self.flops_per_byte() * bytes_per_sec / peak_flops
+    def estimate_mfu(self, bytes_per_sec, rate=None, peak_flops=989e12):
+        """ model flops utilization at `rate` chunks per byte against a peak (default: H100 bf16 dense, 989 TFLOP/s;
+            gpu_peak_flops looks one up by the GPU's name) """
+        return self.flops_per_byte(rate) * bytes_per_sec / peak_flops
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
@@ -628,6 +695,16 @@ class ByteUNet(nn.Module):
             idx = torch.cat([idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)], dim=1)
         ctx = torch.cat([idx[:, -(self.config.block_size - 1):], pad], dim=1)
         return idx[:, idx.size(1) - max_new_tokens:], self(ctx)['gates'][:, :-1]
+
+
+PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'H800': 989e12, 'B200': 2250e12, 'A100': 312e12, 'A800': 312e12,
+              'L40S': 362e12, 'L4': 121e12, 'A10': 125e12, 'RTX 4090': 165e12} # bf16 dense, the vendors' sheets
+
+
+def gpu_peak_flops(name):
+    """ bf16 dense peak of a GPU by its name ('NVIDIA H100 80GB HBM3' -> 989e12), None if it is not in PEAK_FLOPS;
+        the first key in the name wins, so 'A100' is tried before 'A10' and 'L40S' before 'L4' """
+    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
 
 
 def next_byte_nll(logits, idx):

@@ -33,7 +33,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import (UNetConfig, ByteUNet, boundary_counts, boundary_metrics, bpe_gates, discounted_returns,
-                   hnet_ratio_loss, next_byte_nll)
+                   gpu_peak_flops, hnet_ratio_loss, next_byte_nll)
 
 # -----------------------------------------------------------------------------
 # default config values: a small model on the embedded pycode corpus that trains on a CPU in a few minutes
@@ -101,7 +101,8 @@ min_lr = 0.0
 # system
 device = 'cuda' if torch.cuda.is_available() else 'cpu' # 'cpu', 'cuda', 'cuda:1', 'mps'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
-compile = False # torch.compile the model (the chunk count changes shape every step: expect recompiles)
+compile = False # torch.compile the model (the mid level's length is padded to a multiple of 64: few recompiles)
+peak_flops = 0.0 # MFU's denominator in FLOP/s; 0: the GPU's bf16 dense peak from model.PEAK_FLOPS by its name
 seed = 1337
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
@@ -394,8 +395,10 @@ while True:
     if iter_num % log_interval == 0 and master_process:
         s = summarize(stats) # this process's micro-batches; the one host sync of the step
         bps = iter_bytes / dt
-        mfu = raw_model.estimate_mfu(bps / ddp_world_size)
-        mfu_str = f"mfu {mfu * 100:.2f}%, " if device_type == 'cuda' else '' # against a GPU's peak: none on a CPU
+        peak = peak_flops or (gpu_peak_flops(torch.cuda.get_device_name(device)) if device_type == 'cuda' else None)
+        chunk_rate = out['n_chunks'].sum().item() / X.numel() # realised: the mid level's compute follows the chunks
+        mfu = raw_model.estimate_mfu(bps / ddp_world_size, chunk_rate, peak) if peak else None # none on a CPU
+        mfu_str = f"mfu {mfu * 100:.2f}%, " if mfu is not None else ''
         print(f"iter {iter_num}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, "
               f"ws_boundary {s['ws_boundary']:.3f}, word_boundary {s['word_boundary']:.3f}, "
               f"boundary_precision {s['boundary_precision']:.3f}, lr {lr:.2e}, "

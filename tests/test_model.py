@@ -189,6 +189,56 @@ def test_chunk_ends_pads_with_zero():
     assert ends.tolist() == [[0, 4, 0, 0, 0], [0, 1, 2, 3, 4]] and n.tolist() == [2, 5]
 
 
+def test_chunk_ends_rounds_the_slots_up_to_a_multiple():
+    ends, n = chunk_ends(torch.tensor([[1., 0, 1, 1], [1, 0, 0, 1]]), 4)
+    assert ends.tolist() == [[0, 2, 3, 0], [0, 3, 0, 0]] and n.tolist() == [3, 2]
+    assert chunk_ends(torch.ones(2, 70), 64)[0].shape == (2, 128)
+
+
+@pytest.mark.parametrize('down,up', PAIRS)
+@pytest.mark.parametrize('gater', ['sequential', 'nawrot', 'hnet'])  # the gaters whose probs or gates have gradients
+def test_padded_chunk_slots_change_no_output(gater, down, up, monkeypatch):
+    """ the mid level padded to 64 slots (as under torch.compile) gives every output of the exact S: the padded slots
+        follow every real chunk, so the causal mid layers, the EMA and the pooling never bring them back (to float32
+        rounding: the matmuls run over another length) """
+    import model as model_py
+    m = make_model(gater=gater, downsampler=down, upsampler=up).train()
+    idx, gates = rows(3, 64, seed=7), random_gates([0.3, 0.1, 0.6], 64, seed=8)
+    torch.manual_seed(9)
+    want = m(idx, gates)
+    exact, seen = model_py.chunk_ends, []
+    def padded(g, multiple=1):
+        ends, n = exact(g, 64)
+        seen.append(ends.size(1))
+        return ends, n
+    monkeypatch.setattr(model_py, 'chunk_ends', padded)
+    torch.manual_seed(9)
+    got = m(idx, gates)
+    assert seen == [64] and want['n_chunks'].max() < 64  # the padding is in play
+    for key in ('logits', 'early_logits', 'gate_probs', 'aux_loss', 'gates', 'n_chunks'):
+        torch.testing.assert_close(got[key], want[key], msg=key)
+
+
+@pytest.mark.parametrize('down,up', [('mean', 'deviation'), ('nawrot', 'nawrot'), ('select', 'hnet')])
+def test_compiled_pads_the_chunks_and_keeps_the_outputs(down, up, monkeypatch):
+    """ under torch.compile (eager backend: dynamo's capture) the mid level has 64 slots and the outputs are eager's """
+    import model as model_py
+    m = make_model(gater='uniform', downsampler=down, upsampler=up).eval()
+    idx, gates = rows(3, 64, seed=10), random_gates([0.3, 0.1, 0.6], 64, seed=11)
+    want = m(idx, gates)
+    exact, seen = model_py.chunk_ends, []
+    @torch.compiler.disable
+    def spy(g, multiple=1):
+        seen.append(multiple)
+        return exact(g, multiple)
+    monkeypatch.setattr(model_py, 'chunk_ends', spy)
+    torch._dynamo.reset()
+    got = torch.compile(m, backend='eager', dynamic=False)(idx, gates)
+    assert seen == [64]
+    for key in ('logits', 'early_logits', 'gate_probs'):
+        torch.testing.assert_close(got[key], want[key], msg=key)
+
+
 def test_discounted_returns_docstring_example():
     G = discounted_returns(torch.tensor([[1., 0, 0, 2]]), 0.5)
     torch.testing.assert_close(G, torch.tensor([[1.25, 0.5, 1.0, 2.0]]))
@@ -345,6 +395,51 @@ def test_sequential_filter_size_one_ignores_history():
     torch.manual_seed(22)
     _, probs = g.scan(g.filter(x).float())
     torch.testing.assert_close(probs[:, 1:], p1[:, 1:])
+
+
+@pytest.mark.parametrize('mode,cap', [('train', 6.0), ('train', 0.0), ('eval', 6.0)]) # capped, uncapped, eval
+@pytest.mark.parametrize('w', [1, 2, 8])
+def test_sequential_sample_equals_the_scan_on_the_same_draws(w, mode, cap):
+    """ the parallel sampler draws exactly the loop's gates from the same uniforms: rows of 1 to 300 bytes, 6 rows,
+        blocks of 1 (the GPU's pure doubling), 7 and sqrt(T) (the CPU's); the scaled filter spreads the gate
+        probabilities over (0, 1) and makes them depend on the history; 3 seeds give ~8,000 draws per case """
+    g = sequential_gater(w=w, gate_softcap=cap).train(mode == 'train')
+    for seed, T in itertools.product(range(3), (1, 2, 3, 7, 64, 65, 300)):
+        torch.manual_seed(seed)
+        V, u = g.filter(torch.randn(6, T, 32)).float(), torch.rand(6, T)
+        a, probs = g.scan(V, u)
+        for block in (1, 7, None):
+            assert torch.equal(g.sample(V, u, block), a), (seed, T, block)
+    assert 0.1 < probs[:, 1:].mean() < 0.9 and probs[:, 1:].std() > 0.1  # not all near 0 or 1: the draws decide
+
+
+def test_sequential_forward_beyond_ten_falls_back_to_the_scan():
+    g, T = sequential_gater(w=11), 20
+    x, idx = torch.randn(2, T, 32), rows(2, T, seed=23)
+    torch.manual_seed(24)
+    gates = g(x, idx)[2]
+    torch.manual_seed(24)
+    assert torch.equal(gates, g.scan(g.filter(x).float())[0][:, 10:])
+
+
+def test_sequential_samples_follow_the_teacher_forced_probabilities():
+    """ the gate sequences drawn by forward (the parallel sampler) on one 6-byte row, w=4, N=200,000 draws, against
+        the exact law prod_t pi(a_t | a_<t) of all 32 sequences (a_0 = 1) from the teacher-forced probabilities.
+        Total variation: E[TV] <= 1/2 sum_k sqrt(p_k (1-p_k) / N) and, one draw moving TV by at most 1/N, McDiarmid
+        gives P(TV > E[TV] + eps) <= exp(-2 N eps^2) = 1e-6 at eps = sqrt(ln(1e6) / 2N): a tolerance of ~0.012 """
+    g, T, N = sequential_gater(w=4).train(), 6, 200_000
+    x, idx = torch.randn(1, T, 32), rows(1, T, seed=25)
+    seqs = torch.tensor([[1, *bits] for bits in itertools.product([0, 1], repeat=T - 1)], dtype=torch.float)
+    p = g(x.expand(len(seqs), -1, -1), idx.expand(len(seqs), -1), seqs)[1][:, 1:] # (32, 5) teacher-forced
+    exact = torch.where(seqs[:, 1:] > 0, p, 1 - p).prod(-1).double()              # (32,), sums to 1
+    torch.manual_seed(26)
+    drawn = g(x.expand(N, -1, -1), idx.expand(N, -1))[2]                            # (N, T)
+    code = (drawn[:, 1:].long() * 2 ** torch.arange(T - 2, -1, -1)).sum(-1)        # the row of seqs drawn
+    empirical = torch.bincount(code, minlength=len(seqs)).double() / N
+    tol = 0.5 * (exact * (1 - exact) / N).sqrt().sum() + math.sqrt(math.log(1e6) / (2 * N))
+    assert 0.5 * (empirical - exact).abs().sum() < tol
+    independent = torch.where(seqs[:, 1:] > 0, p.mean(0), 1 - p.mean(0)).prod(-1).double()
+    assert 0.5 * (independent - exact).abs().sum() > 10 * tol  # a sampler ignoring the history would fail
 
 
 @pytest.mark.parametrize('gater', ['linear', 'sequential'])
