@@ -162,11 +162,11 @@ class KVCache:
             self.k, self.v, self.mask = (t[:, max(0, t.size(1) - self.window + 1):] for t in (self.k, self.v, self.mask))
         self.k, self.v = torch.cat([self.k, k], 1), torch.cat([self.v, v], 1)
         self.mask = F.pad(self.mask, (0, 1), value=True)
-        s = torch.einsum('bqhd,bkhd->bhqk', q, self.k) / math.sqrt(q.size(-1)) # (B, H, 1, L)
+        s = (q.transpose(1, 2) @ self.k.permute(0, 2, 3, 1)) / math.sqrt(q.size(-1)) # (B, H, 1, L)
         if softcap:
             s = softcap * torch.tanh(s / softcap)
         s = s.float().masked_fill(~self.mask[:, None, None], float('-inf'))
-        return torch.einsum('bhqk,bkhd->bqhd', F.softmax(s, dim=-1).type_as(v), self.v)
+        return (F.softmax(s, dim=-1).type_as(v) @ self.v.transpose(1, 2)).transpose(1, 2)
 
 
 class CausalSelfAttention(nn.Module):
@@ -715,11 +715,12 @@ class ByteUNet(nn.Module):
         seq, gates = F.pad(idx, (0, N)), torch.zeros(B, T0 + N, device=dev) # the bytes, the gates decided so far
         bos = torch.full_like(idx[:, :1], BOS)
         cache, s = {}, {} # {block: KVCache}; s: the row's ids and gates, logits, and the variants' states
+        rot = rope(torch.arange(cfg.block_size, device=dev), hd) # cos, sin of every byte position
 
         def prefill(row, rg, ug):
             """ row (B, L), the gates rg (B, K) of its first K bytes (the rest drawn here with ug (B, L)) """
             L = row.size(1)
-            cos, sin = rope(torch.arange(L, device=dev), hd)
+            cos, sin = rot[0][:L], rot[1][:L]
             x = self.wte(row)
             for block in self.down: # the byte states the gates are drawn from
                 x = block(x, cos, sin)
@@ -732,11 +733,9 @@ class ByteUNet(nn.Module):
             cache.update({b: KVCache(b.attn.window) for b in (*self.down, *self.mid, *self.up)})
             out = self(torch.cat([row, bos], 1), gates=F.pad(rg, (0, 1), value=1.0), cache=cache)
             n = rg.sum(-1).long() # chunks that closed at real bytes; the placeholder's and the padding are never read
-            for b in (*self.down, *self.up):
-                c = cache[b]
-                c.k, c.v, c.mask = c.k[:, :-1], c.v[:, :-1], c.mask[:, :-1] # drop the placeholder
-            for b in self.mid:
-                cache[b].mask = torch.arange(cache[b].k.size(1), device=dev) < n[:, None]
+            for b, c in cache.items(): # a byte layer drops the placeholder, a mid layer its chunk and the padding
+                c.k, c.v, c.mask = (c.k, c.v, torch.arange(c.k.size(1), device=dev) < n[:, None]) if b in self.mid \
+                    else (c.k[:, :-1], c.v[:, :-1], c.mask[:, :-1])
             p = torch.gather(out['gate_probs'], 1, out['ends']) # at each chunk's last byte
             r = x.new_zeros(B, cfg.n_embd)
             for k in range(int(n.max())): # what the bytes add: chunk by chunk, as the steps will go on
@@ -748,7 +747,7 @@ class ByteUNet(nn.Module):
         def step(byte, ug):
             """ the next byte (B,) at row position t: its gate drawn with ug (B,), then the logits after it """
             t = s['row'].size(1)
-            cos, sin = rope(torch.tensor([t], device=dev), hd)
+            cos, sin = rot[0][t:t + 1], rot[1][t:t + 1]
             x = self.wte(byte[:, None])
             for block in self.down:
                 x = block(x, cos, sin, cache[block])
@@ -757,7 +756,7 @@ class ByteUNet(nn.Module):
             total, count, r, fired = s['total'] + x, s['count'] + 1, s['r'], g > 0
             if fired.any(): # a chunk closes in some row: one mid step at RoPE position t, kept in those rows only
                 z, zpos = self.downsampler.step(x, total, count, t)
-                zcos, zsin = rope(torch.as_tensor(zpos, device=dev).reshape(-1, 1), hd) # (1 or B, 1, hd)
+                zcos, zsin = (cos, sin) if isinstance(zpos, int) else rope(zpos[:, None], hd) # nawrot's: (B, 1, hd)
                 zo = z[:, None]
                 for block in self.mid:
                     zo = block(zo, zcos, zsin, cache[block])
@@ -770,22 +769,21 @@ class ByteUNet(nn.Module):
             s.update(row=torch.cat([s['row'], byte[:, None]], 1), rg=torch.cat([s['rg'], g[:, None]], 1),
                      logits=self.lm_head(y)[:, 0], x_prev=x, r=r, total=total, count=count)
 
-        def restart(n): # the row becomes BOS + the last h-1 of the n bytes so far; the gates known are kept
-            ug = F.pad(u[:, n - h + 1:n, 0], (1, 0))
-            prefill(torch.cat([bos, seq[:, n - h + 1:n]], 1), F.pad(gates[:, n - h + 1:n - 1], (1, 0), value=1.0), ug)
-            gates[:, n - 1] = s['rg'][:, -1]
+        def restart(n, known): # the row becomes BOS + the last h-1 of the first n bytes, the gates before `known` kept
+            a = n - h + 1
+            prefill(torch.cat([bos, seq[:, a:n]], 1), F.pad(gates[:, a:known], (1, 0), value=1.0),
+                    F.pad(u[:, a:n, 0], (1, 0)))
+            gates[:, a:n] = s['rg'][:, 1:]
 
         if T0 <= cfg.block_size - 1:
             prefill(idx, gates[:, :0], u[:, :T0, 0])
             gates[:, :T0] = s['rg']
         else:
-            ug = F.pad(u[:, T0 - h + 1:T0, 0], (1, 0))
-            prefill(torch.cat([bos, idx[:, T0 - h + 1:]], 1), gates[:, :1] + 1, ug)
-            gates[:, T0 - h + 1:T0] = s['rg'][:, 1:]
+            restart(T0, T0 - h + 1)
         for n in range(T0, T0 + N): # byte n, from the logits at byte n-1
             seq[:, n] = sample_byte(s['logits'][:, :256], u[:, n - 1, 1], temperature, top_k) # bytes only, never BOS
             if s['row'].size(1) == cfg.block_size - 1:
-                restart(n + 1)
+                restart(n + 1, n)
             else:
                 step(seq[:, n], u[:, n, 0])
                 gates[:, n] = s['rg'][:, -1]
