@@ -5,6 +5,7 @@ $ python bench.py --compare=True  # train each method on pycode with equal bytes
 $ python bench.py --table=cpu --base=/tmp/nanotok-base   # sampler vs loop, sequential vs uniform forward at 4096
                                   # bytes, the 18M training step against another checkout's model.py, alternated
 $ python bench.py --table=gpu --device=cuda   # bytes/s, MFU, the sampler's share: 18M and 73M at 4096 bytes, bf16
+$ python bench.py --generate=True # bytes/s of generate (KV cache) against re-running the row for every byte
 Any key below can be overridden, e.g. --n_embd=128 --device=cuda --max_iters=1200.
 """
 import os
@@ -47,6 +48,11 @@ compiles = 'False,True' # table=gpu: torch.compile off, on
 dtype = 'bfloat16' # table=gpu: autocast dtype ('float32' for none)
 gpu_batch = 4 # table=gpu: rows per step
 gpu_block = 4096 # table=gpu: bytes per row
+generate = False # True: model.generate against the method before its KV cache, alternated, one thread on a CPU
+gen_bytes = 2048 # bytes generated from a 16-byte prompt, untrained weights, at the width above and at 18m
+gen_method = 'sequential'
+gen_rounds = 2 # cached, re-run, cached, re-run, ...: the best of each
+gen_slow_bytes = 0 # > 0: the re-run method makes only its first gen_slow_bytes (its bytes/s is flat once a row is full)
 exec(open('configurator.py').read()) # overrides from command line or config file
 # -----------------------------------------------------------------------------
 METHODS = {'random': ('uniform', 'select', 'add'), 'sequential': ('sequential', 'select', 'add'),
@@ -186,6 +192,44 @@ if table == 'gpu': # the prepared GPU measurement: one line per size x method x 
                     share = f"{median([timed(lambda: net.gater.sample(V, u)) for _ in range(5)]) / dt * 100:.1f}%"
                 print(f"| {size} | {method} | {comp} | {dt * 1000:.1f} | {X.numel() / dt:,.0f} | {mfu} | {share} |",
                       flush=True)
+    sys.exit(0)
+
+
+def generate_rerun(model, idx, n):
+    """ generation before the KV cache: the last block_size-1 bytes and a placeholder re-run for every new byte """
+    pad = torch.full_like(idx[:, :1], BOS)
+    for _ in range(n):
+        logits = model(torch.cat([idx[:, -(model.config.block_size - 1):], pad], 1))['logits'][:, -2, :256]
+        idx = torch.cat([idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)], dim=1)
+    return idx
+
+
+if generate:
+    if device == 'cpu':
+        torch.set_num_threads(1)
+    n_slow = gen_slow_bytes or gen_bytes
+    print(f"$ {command}\n{gen_bytes} bytes from a 16-byte prompt, {gen_method}, block_size {block_size}, batch 1, "
+          f"{device}, {torch.get_num_threads()} thread(s); re-run: {n_slow} bytes")
+    print("| width | params | generate (cache) bytes/s | re-run bytes/s | speed-up |\n|---|---|---|---|---|")
+    g, d, u = METHODS[gen_method]
+    for width, kw in (('tiny', dict(n_embd=n_embd, n_head=n_head, n_down=n_down, n_mid=n_mid, n_up=n_up)),
+                      ('18m', PRESETS['18m'])):
+        torch.manual_seed(seed)
+        model = ByteUNet(UNetConfig(block_size=block_size, gater=g, downsampler=d, upsampler=u, **kw)).to(device).eval()
+        idx = torch.randint(0, 256, (1, 16), device=device)
+        idx[:, 0] = BOS
+        best = [float('inf'), float('inf')]
+        with torch.no_grad():
+            for r in range(gen_rounds):
+                for i, fn in enumerate((lambda: model.generate(idx, gen_bytes), lambda: generate_rerun(model, idx, n_slow))):
+                    t0 = time.perf_counter()
+                    fn()
+                    if device.startswith('cuda'):
+                        torch.cuda.synchronize()
+                    best[i] = min(best[i], time.perf_counter() - t0)
+        fast, slow = gen_bytes / best[0], n_slow / best[1]
+        print(f"| {width} (D={model.config.n_embd}, {model.config.n_down}/{model.config.n_mid}/{model.config.n_up}) | "
+              f"{model.get_num_params():,} | {fast:,.0f} | {slow:,.1f} | {fast / slow:.1f}x |", flush=True)
     sys.exit(0)
 
 if not compare:

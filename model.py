@@ -145,6 +145,31 @@ def local_attention(q, k, v, W, softcap):
     return y.reshape(B, H, n * W, d)[:, :, :T].transpose(1, 2)
 
 
+class KVCache:
+    """ generation: the keys and values (B, L, H, d) one attention layer has seen, RoPE applied, and mask (B, L), the
+        slots a later query may read. A byte layer keeps its last window-1 positions; a mid layer every chunk slot, one
+        per step in which some row's gate fired (generate unmasks it in those rows only) """
+
+    def __init__(self, window):
+        self.window, self.k, self.v, self.mask = window, None, None, None
+
+    def attend(self, q, k, v, softcap):
+        """ the prefill (empty cache): the usual causal attention over its T positions, all kept; then one position at
+            a time, q, k, v (B, 1, H, d), against the cache and itself """
+        if self.k is None:
+            self.k, self.v, self.mask = k, v, k.new_ones(k.shape[:2], dtype=torch.bool)
+            return attention(q, k, v, self.window, softcap)
+        if self.window: # a byte layer: the window-1 positions before this one
+            self.k, self.v, self.mask = (t[:, max(0, t.size(1) - self.window + 1):] for t in (self.k, self.v, self.mask))
+        self.k, self.v = torch.cat([self.k, k], 1), torch.cat([self.v, v], 1)
+        self.mask = F.pad(self.mask, (0, 1), value=True)
+        s = (q.transpose(1, 2) @ self.k.permute(0, 2, 3, 1)) / math.sqrt(q.size(-1)) # (B, H, 1, L)
+        if softcap:
+            s = softcap * torch.tanh(s / softcap)
+        s = s.float().masked_fill(~self.mask[:, None, None], float('-inf'))
+        return (F.softmax(s, dim=-1).type_as(v) @ self.v.transpose(1, 2)).transpose(1, 2)
+
+
 class CausalSelfAttention(nn.Module):
 
     def __init__(self, config, window):
@@ -153,11 +178,11 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, cache=None):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).view(B, T, 3, self.n_head, C // self.n_head).unbind(2) # (B, T, H, d) each
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = attention(q, k, v, self.window, self.softcap)
+        y = attention(q, k, v, self.window, self.softcap) if cache is None else cache.attend(q, k, v, self.softcap)
         return self.c_proj(y.reshape(B, T, C))
 
 
@@ -184,8 +209,8 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(config, window)
         self.mlp = MLP(config.n_embd, mlp_mult * config.n_embd)
 
-    def forward(self, x, cos, sin):
-        x = x + self.ln_2(self.attn(self.ln_1(x), cos, sin))
+    def forward(self, x, cos, sin, cache=None):
+        x = x + self.ln_2(self.attn(self.ln_1(x), cos, sin, cache))
         x = x + self.ln_4(self.mlp(self.ln_3(x)))
         return x
 
@@ -254,6 +279,9 @@ def hnet_ratio_loss(gates, probs, rate, mask=None):
 # Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, aux_loss, each (B, T) but aux_loss (scalar).
 # x is the down layers' output. With `gates` given they are prescribed (no sampling) and the policy is scored on
 # them. Gates are floats; only `nawrot` lets a gradient through them. The model forces both ends afterwards.
+# For generation, gater.step(x, x_prev, byte, t, hist, u) -> gate_probs, gates (B,) decides one row position t >= 1
+# as forward does there: x, x_prev (B, C) the down states at t and t-1, byte (B,) the id at t, hist (B, w-1) the
+# gates at t-w+1..t-1 (0 before the row), u (B,) a uniform draw per row.
 
 def logit(p):
     return math.log(p / (1 - p))
@@ -276,6 +304,10 @@ class UniformGater(nn.Module):
         probs = torch.full((B, T), self.rate, device=idx.device)
         return probs.logit(), probs, gates, x.new_zeros(())
 
+    def step(self, x, x_prev, byte, t, hist, u): # generation cannot fix a count ahead: Bernoulli(rate), as bernoulli
+        p = torch.full_like(u, self.rate)
+        return p, (u < p).float()
+
 
 class BernoulliGater(UniformGater):
     """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies """
@@ -295,6 +327,10 @@ class EquidistantGater(UniformGater):
         gates = probs if gates is None else gates
         return 40 * probs - 20, probs, gates, x.new_zeros(())
 
+    def step(self, x, x_prev, byte, t, hist, u):
+        p = torch.full_like(u, float(t % round(1 / self.rate) == 0))
+        return p, p
+
 
 class WhitespaceGater(UniformGater):
     """ a boundary at every whitespace byte (SpaceByte-like): a word's chunk vector is the space after it """
@@ -303,6 +339,10 @@ class WhitespaceGater(UniformGater):
         probs = torch.isin(idx, torch.tensor(WHITESPACE, device=idx.device)).float()
         gates = probs if gates is None else gates
         return 40 * probs - 20, probs, gates, x.new_zeros(())
+
+    def step(self, x, x_prev, byte, t, hist, u):
+        p = self(x[:, None], byte[:, None])[1][:, 0]
+        return p, p
 
 
 class LinearGater(nn.Module):
@@ -319,6 +359,10 @@ class LinearGater(nn.Module):
         probs = torch.sigmoid(logits)
         gates = torch.bernoulli(probs.detach()) if gates is None else gates
         return logits, probs, gates, x.new_zeros(())
+
+    def step(self, x, x_prev, byte, t, hist, u):
+        p = torch.sigmoid(self.proj(x).squeeze(-1).float())
+        return p, (u < p).float()
 
 
 class SequentialGater(nn.Module):
@@ -420,6 +464,10 @@ class SequentialGater(nn.Module):
         logits = self.logits_of(V, history)
         return logits, torch.sigmoid(logits), a[:, w - 1:], x.new_zeros(())
 
+    def step(self, x, x_prev, byte, t, hist, u):
+        p = torch.sigmoid(self.logits_of(self.filter(x).float()[:, None], hist[:, None]))[:, 0]
+        return p, (u < p).float()
+
 
 class NawrotGater(nn.Module):
     """ Dynamic Token Pooling's boundary predictor: MLP -> relaxed Bernoulli (Gumbel-sigmoid) -> hard 0/1 with a
@@ -447,6 +495,10 @@ class NawrotGater(nn.Module):
         aux_loss = -prior.log_prob(gates.sum(-1)).mean() / T
         return logits, probs, gates, aux_loss
 
+    def step(self, x, x_prev, byte, t, hist, u): # the relaxed sample is > 1/2 iff logit + logistic noise > 0: p
+        p = torch.sigmoid(self.mlp(x).squeeze(-1).float())
+        return p, (u < p).float()
+
 
 class HNetGater(nn.Module):
     """ H-Net's routing module: p_t = (1 - cos(W_q x_{t-1}, W_k x_t)) / 2, p_0 = 1, boundary where p_t > 0.5;
@@ -468,6 +520,10 @@ class HNetGater(nn.Module):
         logits = probs.clamp(1e-6, 1 - 1e-6).logit()
         return logits, probs, gates, hnet_ratio_loss(gates, probs, self.rate)
 
+    def step(self, x, x_prev, byte, t, hist, u):
+        p = self(torch.stack([x_prev, x], 1), None)[1][:, 1]
+        return p, (p > 0.5).float()
+
 
 GATERS = {
     'uniform': UniformGater,         # exactly round(rate*T) random boundaries (the paper's Uniform)
@@ -483,7 +539,8 @@ GATERS = {
 # -----------------------------------------------------------------------------
 # Downsamplers: (x (B, T, C), gates (B, T), ends (B, S)) -> z (B, S, C), zpos (B, S) RoPE positions of the chunks.
 # Chunk k may only summarise bytes <= e_k; padded slots (k >= n_chunks) sit at the end of a row, where the causal
-# mid layers keep them from ever reaching a real chunk.
+# mid layers keep them from ever reaching a real chunk. For generation, step(x, total, n, t) -> z (B, C), zpos: the
+# chunk that closes at byte t, whose state is x, given the sum total (B, C) and count n (B,) of its bytes' states.
 
 class SelectDownsampler(nn.Module):
     """ a chunk is the state of its last byte: z_k = x[e_k] (also H-Net's chunk layer) """
@@ -493,6 +550,9 @@ class SelectDownsampler(nn.Module):
 
     def forward(self, x, gates, ends):
         return gather(x, ends), ends
+
+    def step(self, x, total, n, t):
+        return x, t
 
 
 class MeanDownsampler(SelectDownsampler):
@@ -504,6 +564,9 @@ class MeanDownsampler(SelectDownsampler):
         z = x.new_zeros(B, ends.size(1), C).scatter_add_(1, ids[..., None].expand(B, T, C), x)
         n = x.new_zeros(B, ends.size(1)).scatter_add_(1, ids, x.new_ones(B, T))
         return z / n.clamp(min=1)[..., None], ends
+
+    def step(self, x, total, n, t):
+        return total / n[:, None], t
 
 
 def nawrot_onehot(ids, n):
@@ -527,6 +590,9 @@ class NawrotDownsampler(SelectDownsampler):
         zpos = (F.pad(ends[:, :-1], (1, 0), value=-1) + 1 + ends) / 2 # the mean byte position, <= e_k: causal
         return z, zpos                                         # (the paper's weighted mean of positions, no gradient)
 
+    def step(self, x, total, n, t):
+        return total / n[:, None], t - (n - 1) / 2
+
 
 DOWNSAMPLERS = {
     'select': SelectDownsampler,  # the state at the chunk's last byte (the paper's method)
@@ -538,6 +604,8 @@ DOWNSAMPLERS = {
 # -----------------------------------------------------------------------------
 # Upsamplers: (x, z, zo, gates, probs, ends) -> y (B, T, C), with x the down layers' output, z the downsampler's
 # output and zo the mid layers' output. The no-leak rule: byte t reads only chunks that closed at or before t.
+# For generation, y_t = x_t + r, where r = read(z, zo, p, r) (B, C) is updated whenever a chunk closes (its z, zo and
+# gate_probs p at its last byte; r the value before).
 
 class AddUpsampler(nn.Module):
     """ y_t = x_t + zo[u_t], u_t = read_ids: the latest chunk that closed at or before t """
@@ -548,12 +616,18 @@ class AddUpsampler(nn.Module):
     def forward(self, x, z, zo, gates, probs, ends):
         return x + gather(zo, read_ids(gates))
 
+    def read(self, z, zo, p, r):
+        return zo
+
 
 class DeviationUpsampler(AddUpsampler):
     """ y_t = x_t + (zo - z)[u_t]: only what the mid layers changed is added back """
 
     def forward(self, x, z, zo, gates, probs, ends):
         return x + gather(zo - z, read_ids(gates))
+
+    def read(self, z, zo, p, r):
+        return zo - z
 
 
 class NawrotUpsampler(AddUpsampler):
@@ -592,6 +666,10 @@ class HNetUpsampler(AddUpsampler):
         return x + y * ste[..., None].to(y.dtype) # x itself, as the paper's code; H-Net's own adds a zero-initialised
                                                   # residual_proj(x), so its up layers start with no byte-level skip
 
+    def read(self, z, zo, p, r): # one step of the EMA; the confidence is 1 in value
+        p = p.clamp(1e-4, 1 - 1e-4)[:, None]
+        return p * zo + (1 - p) * r
+
 
 UPSAMPLERS = {
     'add': AddUpsampler,             # x + the latest chunk's mid output (the paper's method)
@@ -625,14 +703,16 @@ class ByteUNet(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         return n - self.wte.weight.numel() if non_embedding else n
 
-    def forward(self, idx, gates=None):
+    def forward(self, idx, gates=None, cache=None):
+        """ cache: {block: KVCache}, filled by generate's prefill; the output then also holds z, zo and ends """
         B, T = idx.shape
+        kv = {} if cache is None else cache
         assert T <= self.config.block_size, f"row of {T} bytes, block_size is {self.config.block_size}"
         hd = self.config.n_embd // self.config.n_head
         cos, sin = rope(torch.arange(T, device=idx.device), hd)
         x = self.wte(idx)                                      # (B, T, C)
         for block in self.down:
-            x = block(x, cos, sin)
+            x = block(x, cos, sin, kv.get(block))
         early_logits = self.early_head(x)                      # (B, T, vocab), the early exit
         gate_logits, gate_probs, g, aux_loss = self.gater(x, idx, gates)
         forced = torch.zeros(T, dtype=torch.bool, device=idx.device)
@@ -645,13 +725,14 @@ class ByteUNet(nn.Module):
         zcos, zsin = rope(zpos, hd)
         zo = z
         for block in self.mid:
-            zo = block(zo, zcos, zsin)
+            zo = block(zo, zcos, zsin, kv.get(block))
         y = self.upsampler(x, z, zo, g, gate_probs, ends)      # (B, T, C)
         for block in self.up:
-            y = block(y, cos, sin)
+            y = block(y, cos, sin, kv.get(block))
         logits = self.lm_head(y)
-        return dict(logits=logits, early_logits=early_logits, gates=g.detach().long(), gate_logits=gate_logits,
-                    gate_probs=gate_probs, aux_loss=aux_loss, n_chunks=n_chunks)
+        out = dict(logits=logits, early_logits=early_logits, gates=g.detach().long(), gate_logits=gate_logits,
+                   gate_probs=gate_probs, aux_loss=aux_loss, n_chunks=n_chunks)
+        return out if cache is None else {**out, 'z': z, 'zo': zo, 'ends': ends}
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         """ AdamW; decay on matrices and the embedding, none on norms and biases (nanoGPT's split; the paper's code
@@ -680,21 +761,112 @@ class ByteUNet(nn.Module):
         return self.flops_per_byte(rate) * bytes_per_sec / peak_flops
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """ sample max_new_tokens bytes after idx (B, T0); return them (B, max_new_tokens) and the gates of the whole
-            sequence (its last block_size - 1 bytes if longer). The prefix is re-run each step (no cache), and gates
-            are re-sampled each step; a placeholder byte at the end takes the forced last gate, so the newest real
-            byte's gate is sampled as in training. """
-        pad = torch.full_like(idx[:, :1], BOS)
-        for _ in range(max_new_tokens):
-            ctx = torch.cat([idx[:, -(self.config.block_size - 1):], pad], dim=1)
-            logits = self(ctx)['logits'][:, -2, :256] / temperature # bytes only: BOS and the padding ids never
-            if top_k is not None:
-                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                logits[logits < v[:, [-1]]] = -float('inf')
-            idx = torch.cat([idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)], dim=1)
-        ctx = torch.cat([idx[:, -(self.config.block_size - 1):], pad], dim=1)
-        return idx[:, idx.size(1) - max_new_tokens:], self(ctx)['gates'][:, :-1]
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None):
+        """ sample max_new_tokens bytes after the prompts idx (B, T0) -> new (B, max_new_tokens) and gates (B, T0 +
+            max_new_tokens), gates[:, t] the gate of byte t of cat(idx, new), each drawn once, from the distribution the
+            forward uses there (Bernoulli(rate) for uniform, which has none per byte), and kept: the gates the bytes were
+            generated with (0 for prompt bytes the model never read, see the rule below).
+            The prompt is prefilled in one forward with its gates prescribed and a placeholder byte after it, on which
+            the forward's forced last gate falls; then one step per byte, through KV caches (a byte layer's last
+            window-1 positions, every chunk for a mid layer) and each variant's small state. The logits at byte t are
+            then those of one forward over the bytes <= t and the placeholder, with these gates prescribed.
+            Each row draws from its own generator (seeds: B ints, by default drawn from torch's RNG), two uniforms per
+            byte (its gate, the next byte), so a row generates the same alone or in any batch.
+            A row holds at most block_size - 1 bytes (the placeholder makes block_size): the byte that would exceed it
+            restarts the row as BOS + the last block_size // 2 - 1 bytes, their gates kept (BOS's forced, as in a
+            training row that starts mid-document), prefilled again; a longer prompt starts that way. """
+        cfg, (B, T0), dev = self.config, idx.shape, idx.device
+        N, hd, w, h = max_new_tokens, cfg.n_embd // cfg.n_head, cfg.filter_size, cfg.block_size // 2
+        seeds = torch.randint(2 ** 62, (B,)).tolist() if seeds is None else seeds
+        gens = [torch.Generator(dev).manual_seed(int(s)) for s in seeds]
+        u = torch.stack([torch.rand(T0 + N, 2, generator=g, device=dev) for g in gens]) # (B, T0+N, 2): gate, next byte
+        seq, gates = F.pad(idx, (0, N)), torch.zeros(B, T0 + N, device=dev) # the bytes, the gates decided so far
+        bos = torch.full_like(idx[:, :1], BOS)
+        cache, s = {}, {} # {block: KVCache}; s: the row's ids and gates, logits, and the variants' states
+        rot = rope(torch.arange(cfg.block_size, device=dev), hd) # cos, sin of every byte position
+
+        def prefill(row, rg, ug):
+            """ row (B, L), the gates rg (B, K) of its first K bytes (the rest drawn here with ug (B, L)) """
+            L = row.size(1)
+            cos, sin = rot[0][:L], rot[1][:L]
+            x = self.wte(row)
+            for block in self.down: # the byte states the gates are drawn from
+                x = block(x, cos, sin)
+            for t in range(rg.size(1), L):
+                hist = F.pad(rg, (w - 1, 0))[:, t:]
+                g = torch.ones(B, device=dev) if t == 0 else self.gater.step(x[:, t], x[:, t - 1], row[:, t], t,
+                                                                              hist, ug[:, t])[1]
+                rg = torch.cat([rg, g[:, None]], 1)
+            cache.clear()
+            cache.update({b: KVCache(b.attn.window) for b in (*self.down, *self.mid, *self.up)})
+            out = self(torch.cat([row, bos], 1), gates=F.pad(rg, (0, 1), value=1.0), cache=cache)
+            n = rg.sum(-1).long() # chunks that closed at real bytes; the placeholder's and the padding are never read
+            for b, c in cache.items(): # a byte layer drops the placeholder, a mid layer its chunk and the padding
+                c.k, c.v, c.mask = (c.k, c.v, torch.arange(c.k.size(1), device=dev) < n[:, None]) if b in self.mid \
+                    else (c.k[:, :-1], c.v[:, :-1], c.mask[:, :-1])
+            p = torch.gather(out['gate_probs'], 1, out['ends']) # at each chunk's last byte
+            r = x.new_zeros(B, cfg.n_embd)
+            for k in range(int(n.max())): # what the bytes add: chunk by chunk, as the steps will go on
+                r = torch.where((k < n)[:, None], self.upsampler.read(out['z'][:, k], out['zo'][:, k], p[:, k], r), r)
+            open_ = (chunk_ids(rg) == n[:, None]).to(x.dtype)[..., None] # the bytes after the last gate
+            s.update(row=row, rg=rg, logits=out['logits'][:, L - 1], x_prev=x[:, -1], r=r,
+                     total=(x * open_).sum(1), count=open_.sum((1, 2)))
+
+        def step(byte, ug):
+            """ the next byte (B,) at row position t: its gate drawn with ug (B,), then the logits after it """
+            t = s['row'].size(1)
+            cos, sin = rot[0][t:t + 1], rot[1][t:t + 1]
+            x = self.wte(byte[:, None])
+            for block in self.down:
+                x = block(x, cos, sin, cache[block])
+            x = x[:, 0]
+            p, g = self.gater.step(x, s['x_prev'], byte, t, F.pad(s['rg'], (w - 1, 0))[:, t:], ug)
+            total, count, r, fired = s['total'] + x, s['count'] + 1, s['r'], g > 0
+            if fired.any(): # a chunk closes in some row: one mid step at RoPE position t, kept in those rows only
+                z, zpos = self.downsampler.step(x, total, count, t)
+                zcos, zsin = (cos, sin) if isinstance(zpos, int) else rope(zpos[:, None], hd) # nawrot's: (B, 1, hd)
+                zo = z[:, None]
+                for block in self.mid:
+                    zo = block(zo, zcos, zsin, cache[block])
+                    cache[block].mask[:, -1] = fired
+                r = torch.where(fired[:, None], self.upsampler.read(z, zo[:, 0], p, r), r)
+                total, count = torch.where(fired[:, None], 0.0, total), torch.where(fired, 0.0, count)
+            y = (x + r)[:, None]
+            for block in self.up:
+                y = block(y, cos, sin, cache[block])
+            s.update(row=torch.cat([s['row'], byte[:, None]], 1), rg=torch.cat([s['rg'], g[:, None]], 1),
+                     logits=self.lm_head(y)[:, 0], x_prev=x, r=r, total=total, count=count)
+
+        def restart(n, known): # the row becomes BOS + the last h-1 of the first n bytes, the gates before `known` kept
+            a = n - h + 1
+            prefill(torch.cat([bos, seq[:, a:n]], 1), F.pad(gates[:, a:known], (1, 0), value=1.0),
+                    F.pad(u[:, a:n, 0], (1, 0)))
+            gates[:, a:n] = s['rg'][:, 1:]
+
+        if T0 <= cfg.block_size - 1:
+            prefill(idx, gates[:, :0], u[:, :T0, 0])
+            gates[:, :T0] = s['rg']
+        else:
+            restart(T0, T0 - h + 1)
+        for n in range(T0, T0 + N): # byte n, from the logits at byte n-1
+            seq[:, n] = sample_byte(s['logits'][:, :256], u[:, n - 1, 1], temperature, top_k) # bytes only, never BOS
+            if s['row'].size(1) == cfg.block_size - 1:
+                restart(n + 1, n)
+            else:
+                step(seq[:, n], u[:, n, 0])
+                gates[:, n] = s['rg'][:, -1]
+        cache.clear()
+        return seq[:, T0:], gates.long()
+
+
+def sample_byte(logits, u, temperature=1.0, top_k=None):
+    """ a byte per row from logits (B, V): softmax(logits / temperature) over the top_k, by inverse CDF at the row's
+        uniform draw u (B,), so that a row's choice does not depend on the rest of the batch """
+    if top_k is not None:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits = logits.masked_fill(logits < v[:, [-1]], -float('inf'))
+    cdf = F.softmax(logits.float() / temperature, dim=-1).cumsum(-1)
+    return (cdf <= u[:, None] * cdf[:, -1:]).sum(-1).clamp(max=logits.size(-1) - 1) # a zero-probability byte never
 
 
 PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'H800': 989e12, 'B200': 2250e12, 'A100': 312e12, 'A800': 312e12,

@@ -155,15 +155,15 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
 
     prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8')
     ids = [_BOS] + list(prompt) # an empty prompt is BOS alone
-    if len(ids) > block_size - 1: # generate() reads block_size-1 positions, then a placeholder for the next byte
-        print(f"sample.py: the prompt is {len(prompt)} bytes and the model reads {block_size - 1}; "
-              f"keeping its last {block_size - 1} bytes", file=sys.stderr)
-        ids = ids[-(block_size - 1):]
+    if len(ids) > block_size - 1: # a row is at most block_size - 1 bytes, BOS included (see ByteUNet.generate)
+        print(f"sample.py: the prompt is {len(prompt)} bytes and the model reads {block_size - 2} after BOS; "
+              f"keeping its last {block_size - 2} bytes", file=sys.stderr)
+        ids = [_BOS] + ids[-(block_size - 2):]
     x = torch.tensor(ids, dtype=torch.long, device=device)[None, ...].repeat(num_samples, 1) # (B, T0)
 
     torch.manual_seed(seed) # here, after the model is built: the same seed gives the same samples (CUDA's too)
     with ctx:
-        y, gates = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k) # (B, N), (B, L)
+        y, gates = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k) # (B, N), (B, T0 + N)
     colour = sys.stdout.isatty()
     for i in range(num_samples):
         full = x[i].tolist() + y[i].tolist()
@@ -171,14 +171,9 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
             print(decode(full))
             print('---------------')
             continue
-        K = len(full) - gates.size(1) # leading ids without gates: the gates are of the last L <= block_size-1
-        g = [0] * K + gates[i].tolist()
-        if full[0] == _BOS: # BOS is a chunk of its own, not printed
-            full, g, K = full[1:], g[1:], max(K - 1, 0)
-        if K and i == 0:
-            print(f"sample.py: boundaries are shown for the last {len(full) - K} bytes, the model's window",
-                  file=sys.stderr)
-        data, pos = bytes(full), range(K, len(full))
+        g = gates[i].tolist() # the gates each byte was generated with, drawn once
+        full, g = full[1:], g[1:] # BOS is a chunk of its own, not printed
+        data, pos = bytes(full), range(len(full))
         learned = {t for t in pos if g[t]} # the learned boundaries: byte t ends a chunk
         b = boundary_metrics(boundary_counts(torch.tensor([list(data)]), torch.tensor([g]),
                                              (torch.arange(len(data)) >= K)[None])) # over the printed bytes
@@ -189,7 +184,6 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
         if enc:
             bpe = bpe_ends(enc, data) # BPE boundaries: a token ends at byte t
             print(render(data, [t in bpe for t in range(len(data))], colour))
-            bpe = {t for t in bpe if t >= K}
             p, r = precision_recall(learned, bpe)
             print(f"--- {compare}: {len(pos)} bytes in {len(bpe)} tokens, {len(pos) / max(len(bpe), 1):.2f} "
                   f"bytes/token; learned vs {compare}: precision {p:.3f} recall {r:.3f}")

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import model
 from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, AddUpsampler, ByteUNet,
                    HNetUpsampler, MeanDownsampler, NawrotDownsampler, NawrotGater, NawrotUpsampler, SequentialGater,
                    UNetConfig, attention, boundary_counts, boundary_metrics, bpe_gates, chunk_ends, chunk_ids, decode,
@@ -724,26 +725,114 @@ def test_compile_keeps_the_outputs_and_does_not_unroll_the_scan(gater):
 # generate
 
 
-def test_generate_bytes_gates_and_seed():
-    m = make_model(gater='sequential').eval()
-    with torch.no_grad():
-        m.lm_head.bias[256:] = 50.0  # BOS and the padding ids would win every draw if they were allowed
-    idx = rows(2, 5, seed=37)
-    torch.manual_seed(38)
-    new, gates = m.generate(idx, 10)
-    assert new.shape == (2, 10) and ((0 <= new) & (new < 256)).all()
-    assert gates.shape == (2, 15) and (gates[:, 0] == 1).all() and set(gates.unique().tolist()) <= {0, 1}
-    torch.manual_seed(38)
-    new2, gates2 = m.generate(idx, 10)
-    assert torch.equal(new, new2) and torch.equal(gates, gates2)
+def record_logits(monkeypatch):
+    """ the logits generate hands to sample_byte, one (B, 256) per new byte, in order """
+    seen, pick = [], model.sample_byte
+    monkeypatch.setattr(model, 'sample_byte', lambda logits, *a: seen.append(logits.clone()) or pick(logits, *a))
+    return seen
 
 
-def test_generate_crops_a_long_prompt():
-    m = make_model().eval()
-    idx = rows(2, 80, seed=39)  # longer than block_size = 64
-    new, gates = m.generate(idx, 5)
-    assert new.shape == (2, 5) and ((0 <= new) & (new < 256)).all()
-    assert gates.shape == (2, 63)  # the last block_size - 1 bytes, the placeholder dropped
+def forward_logits(m, seq, gates, bos=False):
+    """ one forward over seq (B, L) (after a BOS if bos) and a placeholder byte, the gates prescribed (BOS's and the
+        placeholder's 1) -> the logits at seq's positions (B, L, 256) """
+    one = torch.ones_like(gates[:, :1])
+    x, g = torch.cat([seq, seq[:, :1] * 0 + BOS], 1), torch.cat([gates, one], 1)
+    if bos:
+        x, g = torch.cat([seq[:, :1] * 0 + BOS, x], 1), torch.cat([one, g], 1)
+    return m(x, gates=g.float())['logits'][:, int(bos):-1, :256]
+
+
+@pytest.mark.parametrize('gater,down,up', COMBOS)
+def test_generate_uses_the_logits_of_one_forward(gater, down, up, monkeypatch):
+    """ the cached path's logits at every generated position are those of one full forward over the bytes it made,
+        with the gates it returned prescribed; rows of different chunk counts in one batch """
+    m = make_model(gater=gater, downsampler=down, upsampler=up).eval()
+    seen = record_logits(monkeypatch)
+    idx = rows(3, 6, seed=40)
+    new, gates = m.generate(idx, 24, seeds=[1, 2, 3])
+    assert new.shape == (3, 24) and gates.shape == (3, 30) and (gates[:, 0] == 1).all()
+    assert ((0 <= new) & (new < 256)).all() and set(gates.unique().tolist()) <= {0, 1}
+    want = forward_logits(m, torch.cat([idx, new], 1), gates)[:, 5:-1]
+    torch.testing.assert_close(torch.stack(seen, 1), want, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize('gater', GATERS)
+def test_gater_step_is_the_forwards_distribution(gater):
+    """ gater.step at t gives the forward's gate_probs there (its history teacher-forced); a deterministic gater's
+        gate is the forward's own, a random one's is u < p """
+    m = make_model(gater=gater).eval()
+    idx, T = rows(3, 30, seed=41), 30
+    x = m.wte(idx)
+    cos, sin = model.rope(torch.arange(T), 16)
+    for block in m.down:
+        x = block(x, cos, sin)
+    torch.manual_seed(0)
+    g, w = m(idx)['gates'].float(), m.config.filter_size
+    probs = m(idx, gates=g)['gate_probs'] # with its gates prescribed (nawrot's sampled probs are its relaxed sample)
+    for t in range(1, T - 1):
+        u = torch.rand(3)
+        p, gt = m.gater.step(x[:, t], x[:, t - 1], idx[:, t], t, F.pad(g, (w - 1, 0))[:, t:t + w - 1], u)
+        want = torch.full((3,), 0.2) if gater == 'uniform' else probs[:, t] # uniform: Bernoulli(rate)
+        torch.testing.assert_close(p, want, rtol=0, atol=1e-5)
+        if gater in ('equidistant', 'whitespace', 'hnet'):
+            assert torch.equal(gt, g[:, t])
+        else:
+            assert torch.equal(gt, (u < p).float())
+
+
+@pytest.mark.parametrize('gater', ['whitespace', 'equidistant', 'hnet'])
+def test_generate_greedy_equals_rerunning_the_forward(gater):
+    """ top_k=1 with a deterministic gater: the bytes and gates of re-running the whole row every step """
+    m = make_model(gater=gater, downsampler='mean', upsampler='deviation').eval()
+    idx = rows(2, 5, seed=42)
+    new, gates = m.generate(idx, 50, top_k=1)
+    seq = idx
+    for _ in range(50):
+        out = m(torch.cat([seq, seq[:, :1] * 0 + BOS], 1))
+        seq = torch.cat([seq, out['logits'][:, -2, :256].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(torch.cat([idx, new], 1), seq)
+    assert torch.equal(gates, m(torch.cat([seq, seq[:, :1] * 0 + BOS], 1))['gates'][:, :-1])
+
+
+@pytest.mark.parametrize('gater,down,up', [('sequential', 'select', 'add'), ('whitespace', 'mean', 'deviation'),
+                                           ('linear', 'mean', 'add'), ('hnet', 'hnet', 'hnet'),
+                                           ('nawrot', 'nawrot', 'nawrot'), ('uniform', 'select', 'add')])
+def test_generate_batch_equals_rows_one_by_one(gater, down, up):
+    """ a row's bytes and gates do not depend on the other rows of its batch: prompts with different spaces (so
+        different chunk counts), long enough to restart the rows (block_size 64) """
+    m = make_model(gater=gater, downsampler=down, upsampler=up).eval()
+    idx = rows(3, 9, seed=43)
+    idx[0, 1:] = 32  # all spaces: a chunk per byte under whitespace
+    idx[1, 1:] = 97  # none
+    new, gates = m.generate(idx, 80, temperature=1.5, seeds=[5, 6, 7])
+    for r, seed in enumerate([5, 6, 7]):
+        new1, gates1 = m.generate(idx[r:r + 1], 80, temperature=1.5, seeds=[seed])
+        assert torch.equal(new1[0], new[r]) and torch.equal(gates1[0], gates[r]), f'row {r}'
+    assert not torch.equal(new[0], new[2])  # and the rows differ
+
+
+@pytest.mark.parametrize('T0', [5, 80])
+@pytest.mark.parametrize('gater,down,up', [('sequential', 'select', 'add'), ('hnet', 'hnet', 'hnet'),
+                                           ('nawrot', 'nawrot', 'nawrot'), ('equidistant', 'mean', 'deviation')])
+def test_generate_past_block_size_restarts_the_row(gater, down, up, T0, monkeypatch):
+    """ the rule: a row holds at most block_size - 1 bytes; the byte that would exceed it makes the row BOS + the
+        last block_size // 2 - 1 bytes with their gates (a prompt longer than that starts so, its bytes before never
+        read: gate 0). Every logit used is that of one forward over the row it was made from """
+    m = make_model(gater=gater, downsampler=down, upsampler=up).eval()
+    seen = record_logits(monkeypatch)
+    idx, N, h = rows(2, T0, seed=44), 100, 32
+    new, gates = m.generate(idx, N, seeds=[8, 9])
+    seq = torch.cat([idx, new], 1)
+    start = None if T0 <= 63 else T0 - (h - 1)  # None: the prompt's own row; else the row is BOS + seq[start:]
+    L = T0 if start is None else h
+    if start is not None:
+        assert (gates[:, :start] == 0).all()
+    for n in range(T0, T0 + N):  # byte n came from the logits at byte n-1, in the current row
+        a = 0 if start is None else start
+        want = forward_logits(m, seq[:, a:n], gates[:, a:n], bos=start is not None)[:, -1]
+        torch.testing.assert_close(seen[n - T0], want, rtol=0, atol=1e-4, msg=f'byte {n}')
+        start, L = (n + 1 - (h - 1), h) if L == 63 else (start, L + 1)
+    assert start is not None and start > T0  # the rows did restart
 
 # -----------------------------------------------------------------------------
 # Sizes, bytes, names

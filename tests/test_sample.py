@@ -132,19 +132,20 @@ def test_render_markers_escapes_and_multibyte():
 # the script
 
 def test_generate_and_show_boundaries(ckpts):
-    flags = (f'--out_dir={ckpts["sequential"]}', '--device=cpu', '--max_new_tokens=30', '--start=the ',
+    """ 100 bytes, past block_size 64: the marks are the gates generate drew the bytes with, for every byte """
+    flags = (f'--out_dir={ckpts["sequential"]}', '--device=cpu', '--max_new_tokens=100', '--start=the ',
              '--num_samples=2', '--temperature=1.0')
     rc, plain, err = run(*flags)
     rc2, shown, err2 = run(*flags, '--show_boundaries')
     assert rc == rc2 == 0, err + err2
-    x, y, gates = generate(ckpts['sequential'], b'the ', 30, 2, temperature=1.0, top_k=256)
+    x, y, gates = generate(ckpts['sequential'], b'the ', 100, 2, temperature=1.0, top_k=256)
     assert samples(plain) == [decode(x[i].tolist() + y[i].tolist()) for i in range(2)]  # prompt + sample, as generate
-    assert gates.shape == (2, 1 + 4 + 30)  # the whole row fits: the gates include BOS
+    assert gates.shape == (2, 1 + 4 + 100)  # a gate per byte, BOS included
     for text, block, g in zip(samples(plain), samples(shown), gates):
         marked, stats = block.split('\n--- learned: ')
         assert unmark(marked) == text  # removing the markers gives the generated text
         assert n_markers(marked) == int(g[1:].sum())  # one '|' per gate of the printed bytes (BOS is not printed)
-        assert stats.startswith(f'34 bytes in {int(g[1:].sum())} chunks')
+        assert stats.startswith(f'104 bytes in {int(g[1:].sum())} chunks')
 
 
 def test_show_boundaries_whitespace_gater_by_hand(ckpts):
@@ -258,8 +259,8 @@ def test_too_long_prompt_keeps_the_tail(ckpts):
     rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', f'--start={prompt}', '--max_new_tokens=5',
                        '--num_samples=1')
     assert rc == 0, err
-    assert 'prompt is 100 bytes' in err and 'keeping its last 63 bytes' in err and 'Traceback' not in err
-    assert samples(out)[0].startswith(prompt[-63:]) and not samples(out)[0].startswith(prompt[:40])
+    assert 'prompt is 100 bytes' in err and 'keeping its last 62 bytes' in err and 'Traceback' not in err
+    assert samples(out)[0].startswith(prompt[-62:]) and not samples(out)[0].startswith(prompt[:40])
 
 
 def test_encoding_that_cannot_be_downloaded(ckpts, plugin):
