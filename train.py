@@ -145,7 +145,8 @@ master_process = ddp_rank == 0 # this process logs, evaluates the totals and wri
 # the global batch is fixed: the processes split its micro-batches, or with more processes than micro-batches (the
 # defaults under torchrun) `share` processes split each micro-batch's rows and all-reduce its baseline
 share = max(1, ddp_world_size // gradient_accumulation_steps) # processes per micro-batch
-if gradient_accumulation_steps % ddp_world_size and (ddp_world_size % gradient_accumulation_steps or batch_size % share):
+if gradient_accumulation_steps % ddp_world_size and (ddp_world_size % gradient_accumulation_steps
+                                                     or batch_size % share):
     raise SystemExit(f"train.py: {ddp_world_size} processes cannot split --gradient_accumulation_steps="
                      f"{gradient_accumulation_steps} micro-batches of --batch_size={batch_size} rows: use a multiple "
                      f"of {ddp_world_size}, or a divisor of {ddp_world_size} and a batch_size that its share divides")
@@ -228,14 +229,16 @@ ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 if init_from == 'auto': # a requeued job reruns the same command: resume if a checkpoint is there
     init_from = 'resume' if os.path.exists(ckpt_path) else 'scratch'
     if master_process:
-        print(f"init_from='auto': {'resuming from' if init_from == 'resume' else 'starting from scratch, no'} {ckpt_path}")
+        print(f"init_from='auto': " + (f"resuming from {ckpt_path}" if init_from == 'resume' else
+                                       f"no {ckpt_path}, starting from scratch"))
 if init_from == 'resume':
     if not os.path.exists(ckpt_path):
         raise SystemExit(f"train.py: init_from='resume' but there is no {ckpt_path}")
     try: # a file cut short by a kill mid-copy, or another program's ckpt.pt: one line, not a traceback
         checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
         model_args = checkpoint['model_args'] # the architecture is the checkpoint's, whatever the flags say
-        iter_num, best_val_loss, bytes_seen = checkpoint['iter_num'], checkpoint['best_val_loss'], checkpoint['bytes_seen']
+        iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
+        bytes_seen = checkpoint['bytes_seen']
         bad_steps, off_target = checkpoint.get('bad_steps', 0), checkpoint.get('off_target', 0)
         UNetConfig(**model_args)
     except Exception as e:
@@ -395,7 +398,7 @@ while True:
     if iter_num == signal_at_iter and master_process:
         os.kill(os.getpid(), signal.SIGTERM) # fault injection (tests): rank 0 alone is preempted
     for micro_step in range(accum):
-        micro = micro_step * (ddp_world_size // share) + ddp_rank // share # this micro-batch's place in the global batch
+        micro = micro_step * (ddp_world_size // share) + ddp_rank // share # its place in the global batch
         X, M, G = get_rows('train', np.split(train_rows(iter_num, micro), share)[ddp_rank % share]) # (share 1: all)
         torch.manual_seed(sample_seed(iter_num, micro) * share + ddp_rank % share)
         behaviour = None # on-policy: the gates are sampled from the policy itself
@@ -499,5 +502,5 @@ if ddp:
     dist.barrier() # rank 0 may still be writing the checkpoint: leave together
     dist.destroy_process_group()
 if stop and master_process:
-    print(f"train.py: stopped by {signal.Signals(int(stop)).name} after iteration {iter_num - 1}, saved in {ckpt_path}; "
-          f"to go on, rerun the same command with --init_from=resume (init_from='auto' does it by itself)")
+    print(f"train.py: stopped by {signal.Signals(int(stop)).name} after iteration {iter_num - 1}, saved in "
+          f"{ckpt_path}; to go on, rerun the same command with --init_from=resume (init_from='auto' does it by itself)")

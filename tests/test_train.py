@@ -35,6 +35,10 @@ def data_dir(tmp_path_factory):
         os.makedirs(root / 'tiny', exist_ok=True)
         (root / 'tiny' / f'{split}.bin').write_bytes(b''.join(docs))
         np.save(root / 'tiny' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
+        docs = [d * 3 for d in docs if len(d) >= 21] # and 'full': every row full, no padding
+        os.makedirs(root / 'full', exist_ok=True)
+        (root / 'full' / f'{split}.bin').write_bytes(b''.join(docs))
+        np.save(root / 'full' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
     return str(root)
 
 
@@ -81,19 +85,29 @@ def test_tiny_run_lowers_val_loss_and_writes_log_and_checkpoint(tmp_path, data_d
     assert not any(name.endswith('.tmp') for name in os.listdir(tmp_path)) # written atomically, nothing left over
 
 
-def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir):
+FULL = ['--max_iters=12', '--eval_interval=4']
+
+
+@pytest.fixture(scope='module')
+def full_run(tmp_path_factory, data_dir):
+    """ the uninterrupted run that resumed ones must reproduce; init_from='auto' with no checkpoint: from scratch """
+    out = tmp_path_factory.mktemp('full')
+    return out, train(out, data_dir, *FULL, '--init_from=auto')
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir, full_run):
     """ and the log after it is the uninterrupted run's: the rows a killed run wrote past its checkpoint (here the
         uninterrupted run's own, and a line cut short) are dropped, not repeated """
-    full = train(tmp_path / 'full', data_dir, '--max_iters=8', '--eval_interval=4')
-    train(tmp_path / 'part', data_dir, '--max_iters=4', '--eval_interval=4')
-    with open(tmp_path / 'part' / 'log.jsonl', 'a') as f: # the checkpoint is at 4: as if killed in iteration 6
+    full_dir, full = full_run
+    train(tmp_path, data_dir, '--max_iters=4', '--eval_interval=4')
+    with open(tmp_path / 'log.jsonl', 'a') as f: # the checkpoint is at 4: as if killed in iteration 6
         f.writelines(json.dumps(r) + '\n' for r in full if 4 <= r['iter'] <= 5)
         f.write('{"iter": 6, "spl')
-    resumed = train(tmp_path / 'part', data_dir, '--max_iters=8', '--eval_interval=4', '--init_from=resume')
+    resumed = train(tmp_path, data_dir, *FULL, '--init_from=resume')
     assert rows(resumed) == rows(full) # same data, same gate samples, same optimizer state; no row twice
-    a = torch.load(tmp_path / 'full' / 'ckpt.pt', weights_only=True)
-    b = torch.load(tmp_path / 'part' / 'ckpt.pt', weights_only=True)
-    assert a['bytes_seen'] == b['bytes_seen'] and a['iter_num'] == b['iter_num'] == 8
+    a = torch.load(full_dir / 'ckpt.pt', weights_only=True)
+    b = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    assert a['bytes_seen'] == b['bytes_seen'] and a['iter_num'] == b['iter_num'] == 12
     for k in a['model']:
         assert torch.equal(a['model'][k], b['model'][k]), k
 
@@ -124,11 +138,10 @@ def test_preempted_two_process_run_resumes_exactly_and_skips_a_nan_step_on_both_
     assert ckpt['optimizer']['state'][0]['step'] == 7 # 8 iterations, one skipped
 
 
-def test_sigusr1_stops_one_process_and_auto_resumes_it_exactly(tmp_path, data_dir):
+def test_sigusr1_stops_one_process_and_auto_resumes_it_exactly(tmp_path, data_dir, full_run):
     """ a real signal from outside, sent once the run has logged iteration 3; init_from='auto' both ways """
-    args = ['--max_iters=12', '--eval_interval=4', '--init_from=auto']
-    full = train(tmp_path / 'full', data_dir, *args) # no checkpoint there: from scratch
-    p = subprocess.Popen(train_cmd(tmp_path / 'part', data_dir, *args), cwd=ROOT, stdout=subprocess.PIPE,
+    args, full = [*FULL, '--init_from=auto'], full_run[1]
+    p = subprocess.Popen(train_cmd(tmp_path, data_dir, *args), cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1'))
     seen = []
     for line in p.stdout:
@@ -140,9 +153,9 @@ def test_sigusr1_stops_one_process_and_auto_resumes_it_exactly(tmp_path, data_di
     out = ''.join(seen) + out
     assert p.returncode == 0, err[-3000:]
     assert 'stopped by SIGUSR1' in out and "init_from='auto'" in out
-    stopped = torch.load(tmp_path / 'part' / 'ckpt.pt', weights_only=True)['iter_num']
+    stopped = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num']
     assert 4 <= stopped < 12 # at the end of the iteration the signal came in
-    resumed = train(tmp_path / 'part', data_dir, *args) # the same command: the checkpoint is there, it resumes
+    resumed = train(tmp_path, data_dir, *args) # the same command: the checkpoint is there, it resumes
     assert rows(resumed) == rows(full)
     assert all(0 <= r['undecided'] <= 1 for r in full if r['split'] == 'train') # a learned gater: its share logged
 
@@ -159,20 +172,14 @@ def test_non_finite_steps_in_a_row_stop_the_run_with_its_last_good_checkpoint(tm
     assert all(torch.isfinite(v).all() for v in ckpt['model'].values())
 
 
-def test_a_rate_off_target_for_three_evals_warns(tmp_path, data_dir):
-    """ no rate loss and a target of 0.6: the sequential gater stays near its own 0.2 """
-    r = run(train_cmd(tmp_path, data_dir, '--max_iters=3', '--eval_interval=1', '--rate_target=0.6', '--rate_start=0.6',
-                      '--rate_weight=0'))
+def test_a_rate_off_target_for_three_evals_warns_and_a_bad_checkpoint_gets_one_line(tmp_path, data_dir):
+    """ no rate loss and a target of 0.6: the sequential gater stays near its own 0.2; then its ckpt.pt is spoilt """
+    r = run(train_cmd(tmp_path, data_dir, '--max_iters=3', '--eval_interval=1', '--rate_target=0.6', '--rate_weight=0'))
     assert r.returncode == 0, r.stderr[-3000:]
     warnings = [line for line in r.stdout.splitlines() if line.startswith('warning: the val rate')]
     assert len(warnings) == 2 and 'target 0.600 for 3 evals' in warnings[0], r.stdout # evals 0, 1, 2, 3: from 2 on
-
-
-def test_a_truncated_or_foreign_checkpoint_gets_one_line(tmp_path, data_dir):
-    train(tmp_path, data_dir, '--max_iters=1', '--eval_interval=1')
     good = (tmp_path / 'ckpt.pt').read_bytes()
     for name, write in (('truncated', lambda p: p.write_bytes(good[:len(good) // 2])),
-                        ('not torch', lambda p: p.write_bytes(b'hello')),
                         ('foreign', lambda p: torch.save(dict(model={}, model_args=dict(n_layer=12)), p))):
         write(tmp_path / 'ckpt.pt')
         r = run(train_cmd(tmp_path, data_dir, '--max_iters=2', '--init_from=resume'))
@@ -198,13 +205,18 @@ def test_every_epoch_reads_every_document_once_when_the_batch_does_not_divide_th
     assert ckpt['bytes_seen'] == 8 * sum(min(len(d), 63) for d in docs) # a row reads at most block_size-1 bytes
 
 
-@pytest.mark.parametrize('gater', ['sequential', 'hnet'])
+@pytest.mark.parametrize('gater', ['sequential', 'hnet', 'equidistant'])
 def test_two_processes_match_one_on_the_same_global_batch(tmp_path, data_dir, gater):
-    extra = ['--max_iters=2', '--eval_interval=2', '--gradient_accumulation_steps=2', f'--gater={gater}']
+    """ equidistant: the defaults' one micro-batch, whose rows the two processes split (full rows and fixed gates:
+        the mean of their halves' losses is the whole batch's, and the gate samples do not enter) """
+    extra = ['--max_iters=2', '--eval_interval=2', f'--gater={gater}']
+    if gater != 'equidistant':
+        extra += ['--gradient_accumulation_steps=2']
     if gater == 'hnet':
         extra += ['--downsampler=hnet', '--upsampler=hnet']
-    one = train(tmp_path / 'one', data_dir, *extra)
-    two = train(tmp_path / 'two', data_dir, *extra, nproc=2)
+    dataset = 'full' if gater == 'equidistant' else 'tiny'
+    one = train(tmp_path / 'one', data_dir, *extra, dataset=dataset)
+    two = train(tmp_path / 'two', data_dir, *extra, nproc=2, dataset=dataset)
     val = lambda log: [r for r in log if r['split'] == 'val']
     for r1, r2 in zip(val(one), val(two), strict=True):
         assert r1['loss'] == pytest.approx(r2['loss'], abs=1e-5) and r1['rate'] == pytest.approx(r2['rate'])
@@ -257,9 +269,10 @@ def test_bad_flags_name_the_key(tmp_path, data_dir):
         r = subprocess.run([sys.executable, 'train.py', arg], cwd=ROOT, capture_output=True, text=True)
         assert r.returncode != 0 and key in r.stderr and 'Traceback' not in r.stderr, (arg, r.stderr[-2000:])
     r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
-                        *TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path}'],
+                        *TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path}', '--batch_size=3'],
                        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS='1'))
-    assert r.returncode != 0 and 'gradient_accumulation_steps=1 must be a multiple of the 2 processes' in r.stderr
+    assert r.returncode != 0 and '2 processes cannot split --gradient_accumulation_steps=1 micro-batches of ' \
+                                 '--batch_size=3 rows' in r.stderr
     assert 'train.py", line' not in r.stderr # torchrun prints its own traceback, but none comes from train.py
     r = subprocess.run([sys.executable, 'train.py', '--dataset=nope', f'--data_dir={tmp_path}'], cwd=ROOT,
                        capture_output=True, text=True)
