@@ -22,6 +22,7 @@ import sys
 import json
 import math
 import time
+import signal
 import subprocess
 from contextlib import nullcontext
 from dataclasses import asdict, fields
@@ -44,7 +45,8 @@ log_interval = 10
 eval_iters = 8 # val batches per eval; the val rows are the same every time
 eval_only = False
 always_save_checkpoint = True # else only when val loss improves
-init_from = 'scratch' # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+init_from = 'scratch' # 'scratch', 'resume' (from out_dir/ckpt.pt), or 'auto': resume if there is one (requeued jobs)
+max_bad_steps = 5 # stop after this many non-finite steps in a row (each one is skipped on every rank)
 # wandb logging
 wandb_log = False
 wandb_project = 'nanotok'
@@ -104,6 +106,10 @@ dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported
 compile = False # torch.compile the model (the mid level's length is padded to a multiple of 64: few recompiles)
 peak_flops = 0.0 # MFU's denominator in FLOP/s; 0: the GPU's bf16 dense peak from model.PEAK_FLOPS by its name
 seed = 1337
+# fault injection, for tests/test_train.py only (-1: off)
+signal_at_iter = -1 # rank 0 sends itself SIGTERM during this iteration: a preemption at a known step
+nan_at_iter = -1 # the last rank's loss is NaN in this iteration and the next nan_iters-1
+nan_iters = 1
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
 exec(open('configurator.py').read()) # overrides from the command line or a config file
@@ -138,10 +144,15 @@ if ddp:
 else:
     ddp_rank, ddp_world_size = 0, 1
 master_process = ddp_rank == 0 # this process logs, evaluates the totals and writes checkpoints
-if gradient_accumulation_steps % ddp_world_size: # the global batch is fixed; the processes split its micro-steps
-    raise SystemExit(f"train.py: --gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple of "
-                     f"the {ddp_world_size} processes (it counts micro-steps over all of them)")
-accum = gradient_accumulation_steps // ddp_world_size # micro-steps of this process
+# the global batch is fixed: the processes split its micro-batches, or with more processes than micro-batches (the
+# defaults under torchrun) `share` processes split each micro-batch's rows and all-reduce its baseline
+share = max(1, ddp_world_size // gradient_accumulation_steps) # processes per micro-batch
+if gradient_accumulation_steps % ddp_world_size and (ddp_world_size % gradient_accumulation_steps
+                                                     or batch_size % share):
+    raise SystemExit(f"train.py: {ddp_world_size} processes cannot split --gradient_accumulation_steps="
+                     f"{gradient_accumulation_steps} micro-batches of --batch_size={batch_size} rows: use a multiple "
+                     f"of {ddp_world_size}, or a divisor of {ddp_world_size} and a batch_size that its share divides")
+accum = max(1, gradient_accumulation_steps // ddp_world_size) # micro-steps of this process
 rows_per_iter = gradient_accumulation_steps * batch_size # over all processes
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
@@ -214,21 +225,38 @@ def sample_seed(it, micro):
     return seed * 1_000_003 + it * 4099 + micro
 
 # model
-iter_num, best_val_loss, bytes_seen = 0, 1e9, 0
+iter_num, best_val_loss, bytes_seen, bad_steps, off_target = 0, 1e9, 0, 0, 0
 model_args = {k: globals()[k] for k in model_keys}
+ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+if init_from == 'auto': # a requeued job reruns the same command: resume if a checkpoint is there
+    init_from = 'resume' if os.path.exists(ckpt_path) else 'scratch'
+    if master_process:
+        print(f"init_from='auto': " + (f"resuming from {ckpt_path}" if init_from == 'resume' else
+                                       f"no {ckpt_path}, starting from scratch"))
 if init_from == 'resume':
-    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
     if not os.path.exists(ckpt_path):
         raise SystemExit(f"train.py: init_from='resume' but there is no {ckpt_path}")
-    checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
-    model_args = checkpoint['model_args'] # the architecture is the checkpoint's, whatever the flags say
-    iter_num, best_val_loss, bytes_seen = checkpoint['iter_num'], checkpoint['best_val_loss'], checkpoint['bytes_seen']
+    try: # a file cut short by a kill mid-copy, or another program's ckpt.pt: one line, not a traceback
+        checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
+        model_args = checkpoint['model_args'] # the architecture is the checkpoint's, whatever the flags say
+        iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
+        bytes_seen = checkpoint['bytes_seen']
+        bad_steps, off_target = checkpoint.get('bad_steps', 0), checkpoint.get('off_target', 0)
+        UNetConfig(**model_args)
+    except Exception as e:
+        why = f"{type(e).__name__}: {str(e).partition(chr(10))[0][:150]}"
+        raise SystemExit(f"train.py: {ckpt_path} is truncated or not a nanotok checkpoint ({why}); move it away and "
+                         f"rerun with --init_from=scratch to remake it")
 elif init_from != 'scratch':
-    raise SystemExit(f"train.py: init_from must be 'scratch' or 'resume', not '{init_from}'")
+    raise SystemExit(f"train.py: init_from must be 'scratch', 'resume' or 'auto', not '{init_from}'")
 torch.manual_seed(seed) # the same initial weights on every rank
 model = ByteUNet(UNetConfig(**model_args))
 if init_from == 'resume':
-    model.load_state_dict(checkpoint['model'])
+    try:
+        model.load_state_dict(checkpoint['model'])
+    except (KeyError, RuntimeError) as e:
+        raise SystemExit(f"train.py: {ckpt_path} does not hold weights of its own model_args ({type(e).__name__}); "
+                         f"move it away and rerun with --init_from=scratch to remake it")
 model.to(device)
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
@@ -237,7 +265,19 @@ if init_from == 'resume':
     if checkpoint.get('scaler'): # fp16 runs: the loss scale resumes where it was
         scaler.load_state_dict(checkpoint['scaler'])
     checkpoint = None # free up memory
+    log_path = os.path.join(out_dir, 'log.jsonl')
+    if master_process and os.path.exists(log_path): # rows a killed run wrote past its checkpoint come again: drop them
+        def before(line):
+            try:
+                return line.endswith('\n') and json.loads(line)['iter'] < iter_num
+            except ValueError: # a line cut short by the kill
+                return False
+        rows = [line for line in open(log_path) if before(line)]
+        with open(log_path + '.tmp', 'w') as f:
+            f.writelines(rows)
+        os.replace(log_path + '.tmp', log_path)
 raw_model = model # unwrapped, for saving, evaluation and the MFU estimate
+learned = not prescribe and any(True for _ in raw_model.gater.parameters()) # a gater that can collapse
 if master_process:
     print(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, gater={raw_model.config.gater}, "
           f"downsampler={raw_model.config.downsampler}, upsampler={raw_model.config.upsampler}")
@@ -281,6 +321,11 @@ def estimate_val():
     model.train()
     return summarize(sums)
 
+def get_target(it):
+    """ the rate target: linear from rate_start to rate_target over rate_warmup_iters """
+    return rate_target + (rate_start - rate_target) * max(0.0, 1 - it / rate_warmup_iters) \
+        if rate_warmup_iters else rate_target
+
 def get_lr(it):
     """ linear warmup from 0.1*lr (as the paper), then cosine down to min_lr """
     if it < warmup_iters:
@@ -301,7 +346,7 @@ def save_checkpoint():
     """ written to a temporary name, then renamed: a crash mid-write never leaves a broken ckpt.pt """
     ckpt = dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(), model_args=asdict(raw_model.config),
                 config=config, iter_num=iter_num, best_val_loss=best_val_loss, bytes_seen=bytes_seen,
-                scaler=scaler.state_dict())
+                scaler=scaler.state_dict(), bad_steps=bad_steps, off_target=off_target)
     path = os.path.join(out_dir, 'ckpt.pt')
     torch.save(ckpt, path + '.tmp')
     os.replace(path + '.tmp', path)
@@ -310,9 +355,17 @@ if wandb_log and master_process:
     import wandb
     wandb.init(project=wandb_project, name=wandb_run_name, config=config)
 
+stop_signal = 0 # set by SIGTERM (preemption) or SIGUSR1 (SLURM's warning ahead of it); read at the end of a step
+def on_signal(signum, frame):
+    global stop_signal
+    stop_signal = signum
+signal.signal(signal.SIGTERM, on_signal)
+signal.signal(signal.SIGUSR1, on_signal)
+
 # training loop
 t0 = time.time()
 forced = None
+stop, bad_run = 0, 0
 while True:
     lr = get_lr(iter_num)
     for param_group in optimizer.param_groups:
@@ -326,6 +379,11 @@ while True:
                   f"ws_boundary {val['ws_boundary']:.3f}, word_boundary {val['word_boundary']:.3f}, "
                   f"boundary_precision {val['boundary_precision']:.3f}")
             log(dict(iter=iter_num, split='val', bytes=bytes_seen, **val))
+            if learned and not eval_only: # a rate that drifts off target is the first sign of a collapsing gater
+                off_target = off_target + 1 if abs(val['rate'] - get_target(iter_num)) > 0.05 else 0
+                if off_target >= 3:
+                    print(f"warning: the val rate {val['rate']:.3f} has been more than 0.05 from its target "
+                          f"{get_target(iter_num):.3f} for {off_target} evals: the gater may be collapsing")
             if val['loss'] < best_val_loss or always_save_checkpoint:
                 best_val_loss = min(best_val_loss, val['loss'])
                 if iter_num > 0 or init_from == 'resume':
@@ -335,13 +393,16 @@ while True:
         break
 
     # the REINFORCE-with-discounting step, once per micro-batch
-    target = rate_target + (rate_start - rate_target) * max(0.0, 1 - iter_num / rate_warmup_iters) \
-        if rate_warmup_iters else rate_target
+    target = get_target(iter_num)
     stats = torch.zeros(9, device=device)
+    undecided = torch.zeros(2, device=device) # gate probabilities in (0.1, 0.9), real positions
+    finite = torch.ones((), dtype=torch.bool, device=device)
+    if iter_num == signal_at_iter and master_process:
+        os.kill(os.getpid(), signal.SIGTERM) # fault injection (tests): rank 0 alone is preempted
     for micro_step in range(accum):
-        micro = micro_step * ddp_world_size + ddp_rank # this micro-batch's place in the global batch
-        X, M, G = get_rows('train', train_rows(iter_num, micro))
-        torch.manual_seed(sample_seed(iter_num, micro))
+        micro = micro_step * (ddp_world_size // share) + ddp_rank // share # its place in the global batch
+        X, M, G = get_rows('train', np.split(train_rows(iter_num, micro), share)[ddp_rank % share]) # (share 1: all)
+        torch.manual_seed(sample_seed(iter_num, micro) * share + ddp_rank % share)
         behaviour = None # on-policy: the gates are sampled from the policy itself
         if iter_num < warm_start_iters: # off-policy warm start: gates from Bernoulli(warm_start_rate)
             G = torch.bernoulli(torch.full(X.shape, warm_start_rate, device=device))
@@ -357,8 +418,14 @@ while True:
             early_loss = (nll_early * m).sum() / n_targets
             # reward of byte t+1's prediction: how much the full model beats the early exit on it (or just -CE)
             reward = (nll_early - nll).detach() if early_exit_reward else -nll.detach() # (B, T-1)
-            if batch_baseline: # per position, over this process's micro-batch (the paper's choice; not all ranks)
-                reward = reward - (reward * m).sum(0) / m.sum(0).clamp(min=1)
+            if batch_baseline: # per position, over the micro-batch (the paper's choice; not the global batch)
+                num, den = (reward * m).sum(0), m.sum(0) # (T-1,)
+                if share > 1: # its rows are spread over `share` processes: sum over them all
+                    nd = torch.zeros(gradient_accumulation_steps, 2, num.shape[0], device=device)
+                    nd[micro] = torch.stack([num, den])
+                    dist.all_reduce(nd)
+                    num, den = nd[micro]
+                reward = reward - num / den.clamp(min=1)
             returns = discounted_returns(reward * m, gamma) # (B, T-1), G_t = A_t + gamma G_{t+1}
             returns = F.pad(returns, (0, 1)) # (B, T): the gate at t gets the returns of the predictions at >= t
             gate_logits, gate_probs, gates = out['gate_logits'].float(), out['gate_probs'].float(), out['gates']
@@ -377,15 +444,32 @@ while True:
                 r_loss = hnet_ratio_loss(gates.float(), gate_probs, target, Mf)
             loss = ((1 - early_weight) * lm_loss + early_weight * early_loss + pg_weight * pg_loss
                     + rate_weight * r_loss + aux_weight * out['aux_loss'])
+            if nan_at_iter <= iter_num < nan_at_iter + nan_iters and ddp_rank == ddp_world_size - 1:
+                loss = loss * math.nan # fault injection (tests): a loss spike gone non-finite on one rank
+            finite &= torch.isfinite(loss)
             loss = loss / accum # the gradient is the mean over micro-steps (and DDP averages over processes)
             scaler.scale(loss).backward()
         stats += batch_stats(X, M, gates, nll, nll_early)
+        if learned:
+            undecided += torch.stack([(((gate_probs > 0.1) & (gate_probs < 0.9)) * Mf).sum(), Mf.sum()]).detach()
     iter_bytes = sum(doc_bytes('train', train_rows(iter_num, k)) for k in range(gradient_accumulation_steps))
     bytes_seen += iter_bytes # all processes, counted on the host from the offsets: no sync
-    if grad_clip != 0.0: # once per optimizer step, after the gradients of all micro-steps are summed
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    scaler.step(optimizer)
+    scaler.unscale_(optimizer) # (float16 only) the true gradients, for their norm
+    # clip the global norm once per optimizer step, after the gradients of all micro-steps are summed (0: no clip)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip != 0.0 else math.inf)
+    # a non-finite loss or norm on any rank skips the step on every rank (float16 overflows are the scaler's own)
+    bad = ~finite if scaler.is_enabled() else ~(finite & torch.isfinite(norm))
+    flags = torch.stack([bad.float(), torch.tensor(float(stop_signal), device=device)])
+    if ddp:
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX) # one tiny all-reduce a step: every rank decides alike
+    bad, stop = flags.tolist() # a host sync every step, the price of deciding before the update
+    if bad:
+        bad_steps, bad_run = bad_steps + 1, bad_run + 1
+        if master_process:
+            print(f"iter {iter_num}: non-finite loss or gradient norm, step skipped ({bad_run} in a row)")
+    else:
+        scaler.step(optimizer)
+        bad_run = 0
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
 
@@ -399,14 +483,30 @@ while True:
         chunk_rate = out['n_chunks'].sum().item() / X.numel() # realised: the mid level's compute follows the chunks
         mfu = raw_model.estimate_mfu(bps / ddp_world_size, chunk_rate, peak) if peak else None # none on a CPU
         mfu_str = f"mfu {mfu * 100:.2f}%, " if mfu is not None else ''
+        und = dict(undecided=(undecided[0] / undecided[1].clamp(min=1)).item()) if learned else {} # near 0: collapse
+        und_str = f"undecided {und['undecided']:.3f}, " if learned else ''
         print(f"iter {iter_num}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, "
               f"ws_boundary {s['ws_boundary']:.3f}, word_boundary {s['word_boundary']:.3f}, "
-              f"boundary_precision {s['boundary_precision']:.3f}, lr {lr:.2e}, "
+              f"boundary_precision {s['boundary_precision']:.3f}, {und_str}lr {lr:.2e}, "
               f"pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, {mfu_str}{dt * 1000:.0f}ms")
         log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu,
-                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), aux_loss=out['aux_loss'].detach().item(), **s))
+                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), aux_loss=out['aux_loss'].detach().item(), **s,
+                 **und, bad_steps=bad_steps))
+    if bad_run >= max_bad_steps: # every rank counts alike; the weights are still the last good ones
+        last = f"the last good checkpoint is {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint was written"
+        raise SystemExit(f"train.py: {bad_run} non-finite steps in a row (to iteration {iter_num}, --max_bad_steps="
+                         f"{max_bad_steps}): stopped; {last}; resume it with a lower --learning_rate"
+                         if master_process else 1)
     iter_num += 1
+    if stop: # preempted: the step is done, save it and leave together
+        if master_process:
+            print(f"saving checkpoint to {out_dir}")
+            save_checkpoint()
+        break
 
 if ddp:
     dist.barrier() # rank 0 may still be writing the checkpoint: leave together
     dist.destroy_process_group()
+if stop and master_process:
+    print(f"train.py: stopped by {signal.Signals(int(stop)).name} after iteration {iter_num - 1}, saved in "
+          f"{ckpt_path}; to go on, rerun the same command with --init_from=resume (init_from='auto' does it by itself)")

@@ -1,11 +1,14 @@
 """
 train.py run as a user runs it: a tiny CPU run lowers val loss and writes log.jsonl and ckpt.pt in the DESIGN.md
-format; resume reproduces the uninterrupted run; two gloo processes (torchrun) match one process on the same global
-batch; the rate loss moves the realised rate; every config/ file gives a valid model of its size.
+format; resume reproduces the uninterrupted run, also after a preemption (SIGTERM, SIGUSR1) and with rows of the
+killed run in the log; non-finite steps are skipped, too many stop the run; two gloo processes (torchrun) match one
+process on the same global batch, also with the defaults' single micro-batch; the rate loss moves the realised rate;
+a collapsing rate warns; a bad ckpt.pt gets one line; every config/ file gives a valid model of its size.
 Run: python -m pytest -q tests/test_train.py   (about a minute on 2 cores)
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -32,17 +35,36 @@ def data_dir(tmp_path_factory):
         os.makedirs(root / 'tiny', exist_ok=True)
         (root / 'tiny' / f'{split}.bin').write_bytes(b''.join(docs))
         np.save(root / 'tiny' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
+        docs = [d * 3 for d in docs if len(d) >= 21] # and 'full': every row full, no padding
+        os.makedirs(root / 'full', exist_ok=True)
+        (root / 'full' / f'{split}.bin').write_bytes(b''.join(docs))
+        np.save(root / 'full' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
     return str(root)
 
 
-def train(out_dir, data_dir, *args, nproc=1):
+def train_cmd(out_dir, data_dir, *args, nproc=1, dataset='tiny'):
     launcher = [sys.executable] if nproc == 1 else [sys.executable, '-m', 'torch.distributed.run', '--standalone',
                                                     f'--nproc_per_node={nproc}']
-    cmd = launcher + ['train.py', *TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={out_dir}', *args]
-    env = dict(os.environ, OMP_NUM_THREADS='1')
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return launcher + ['train.py', *TINY, f'--data_dir={data_dir}', f'--dataset={dataset}', f'--out_dir={out_dir}', *args]
+
+
+def run(cmd):
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, OMP_NUM_THREADS='1'))
+
+
+def read_log(out_dir):
     return [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
+
+
+def train(out_dir, data_dir, *args, nproc=1, dataset='tiny'):
+    r = run(train_cmd(out_dir, data_dir, *args, nproc=nproc, dataset=dataset))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return read_log(out_dir)
+
+
+def rows(log): # what a resumed run must reproduce, row for row
+    return [(r['iter'], r['split'], r['loss'], r['rate'], r.get('bad_steps')) for r in log]
 
 
 def test_tiny_run_lowers_val_loss_and_writes_log_and_checkpoint(tmp_path, data_dir):
@@ -75,15 +97,29 @@ def test_whitespace_gater_logs_full_word_boundaries(tmp_path, data_dir):
         assert 0.8 < row['boundary_precision'] < 1.0
 
 
-def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir):
-    full = train(tmp_path / 'full', data_dir, '--max_iters=8', '--eval_interval=4')
-    train(tmp_path / 'part', data_dir, '--max_iters=4', '--eval_interval=4')
-    resumed = train(tmp_path / 'part', data_dir, '--max_iters=8', '--eval_interval=4', '--init_from=resume')
-    later = lambda log: [(r['iter'], r['split'], r['loss'], r['rate']) for r in log if r['iter'] > 4]
-    assert later(resumed) == later(full) # same data, same gate samples, same optimizer state
-    a = torch.load(tmp_path / 'full' / 'ckpt.pt', weights_only=True)
-    b = torch.load(tmp_path / 'part' / 'ckpt.pt', weights_only=True)
-    assert a['bytes_seen'] == b['bytes_seen'] and a['iter_num'] == b['iter_num'] == 8
+FULL = ['--max_iters=12', '--eval_interval=4']
+
+
+@pytest.fixture(scope='module')
+def full_run(tmp_path_factory, data_dir):
+    """ the uninterrupted run that resumed ones must reproduce; init_from='auto' with no checkpoint: from scratch """
+    out = tmp_path_factory.mktemp('full')
+    return out, train(out, data_dir, *FULL, '--init_from=auto')
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir, full_run):
+    """ and the log after it is the uninterrupted run's: the rows a killed run wrote past its checkpoint (here the
+        uninterrupted run's own, and a line cut short) are dropped, not repeated """
+    full_dir, full = full_run
+    train(tmp_path, data_dir, '--max_iters=4', '--eval_interval=4')
+    with open(tmp_path / 'log.jsonl', 'a') as f: # the checkpoint is at 4: as if killed in iteration 6
+        f.writelines(json.dumps(r) + '\n' for r in full if 4 <= r['iter'] <= 5)
+        f.write('{"iter": 6, "spl')
+    resumed = train(tmp_path, data_dir, *FULL, '--init_from=resume')
+    assert rows(resumed) == rows(full) # same data, same gate samples, same optimizer state; no row twice
+    a = torch.load(full_dir / 'ckpt.pt', weights_only=True)
+    b = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    assert a['bytes_seen'] == b['bytes_seen'] and a['iter_num'] == b['iter_num'] == 12
     for k in a['model']:
         assert torch.equal(a['model'][k], b['model'][k]), k
 
@@ -95,6 +131,73 @@ def test_resume_restores_the_fp16_loss_scaler(tmp_path, data_dir):
           '--init_from=resume')
     scaler = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['scaler']
     assert scaler['scale'] == 2.0 ** 16 and scaler['_growth_tracker'] == 4 # 2 + 2 steps: the count survived
+
+
+def test_preempted_two_process_run_resumes_exactly_and_skips_a_nan_step_on_both_ranks(tmp_path, data_dir):
+    """ two gloo processes with the defaults' single micro-batch (each runs half of its rows); rank 1's loss is NaN at
+        iteration 2, and rank 0 alone gets SIGTERM in iteration 5 (the flags are all-reduced, so both stop after it) """
+    both = ['--max_iters=8', '--eval_interval=4', '--nan_at_iter=2']
+    full = train(tmp_path / 'full', data_dir, *both, nproc=2)
+    r = run(train_cmd(tmp_path / 'part', data_dir, *both, '--signal_at_iter=5', nproc=2))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert 'stopped by SIGTERM after iteration 5' in r.stdout and '--init_from=resume' in r.stdout
+    assert torch.load(tmp_path / 'part' / 'ckpt.pt', weights_only=True)['iter_num'] == 6
+    resumed = train(tmp_path / 'part', data_dir, *both, '--init_from=resume', nproc=2)
+    assert rows(resumed) == rows(full)
+    assert [r['bad_steps'] for r in full if r['split'] == 'train'] == [0, 0, 1, 1, 1, 1, 1, 1] # counted in the log
+    assert all(np.isfinite(r['loss']) for r in full if r['split'] == 'val') # rank 1's share of val: its weights too
+    ckpt = torch.load(tmp_path / 'part' / 'ckpt.pt', weights_only=True)
+    assert ckpt['optimizer']['state'][0]['step'] == 7 # 8 iterations, one skipped
+
+
+def test_sigusr1_stops_one_process_and_auto_resumes_it_exactly(tmp_path, data_dir, full_run):
+    """ a real signal from outside, sent once the run has logged iteration 3; init_from='auto' both ways """
+    args, full = [*FULL, '--init_from=auto'], full_run[1]
+    p = subprocess.Popen(train_cmd(tmp_path, data_dir, *args), cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1'))
+    seen = []
+    for line in p.stdout:
+        seen.append(line)
+        if line.startswith('iter 3:'):
+            p.send_signal(signal.SIGUSR1)
+            break
+    out, err = p.communicate(timeout=600)
+    out = ''.join(seen) + out
+    assert p.returncode == 0, err[-3000:]
+    assert 'stopped by SIGUSR1' in out and "init_from='auto'" in out
+    stopped = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num']
+    assert 4 <= stopped < 12 # at the end of the iteration the signal came in
+    resumed = train(tmp_path, data_dir, *args) # the same command: the checkpoint is there, it resumes
+    assert rows(resumed) == rows(full)
+    assert all(0 <= r['undecided'] <= 1 for r in full if r['split'] == 'train') # a learned gater: its share logged
+
+
+def test_non_finite_steps_in_a_row_stop_the_run_with_its_last_good_checkpoint(tmp_path, data_dir):
+    r = run(train_cmd(tmp_path, data_dir, '--max_iters=20', '--eval_interval=2', '--nan_at_iter=3', '--nan_iters=99',
+                      '--max_bad_steps=3'))
+    assert r.returncode != 0 and 'Traceback' not in r.stderr, r.stderr[-3000:]
+    assert '3 non-finite steps in a row (to iteration 5, --max_bad_steps=3)' in r.stderr
+    assert str(tmp_path / 'ckpt.pt') in r.stderr
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    assert ckpt['iter_num'] == 4 and ckpt['bad_steps'] == 1 # saved at the eval of 4, after the skip at 3
+    assert ckpt['optimizer']['state'][0]['step'] == 3 # iterations 0, 1, 2: no bad step reached the weights
+    assert all(torch.isfinite(v).all() for v in ckpt['model'].values())
+
+
+def test_a_rate_off_target_for_three_evals_warns_and_a_bad_checkpoint_gets_one_line(tmp_path, data_dir):
+    """ no rate loss and a target of 0.6: the sequential gater stays near its own 0.2; then its ckpt.pt is spoilt """
+    r = run(train_cmd(tmp_path, data_dir, '--max_iters=3', '--eval_interval=1', '--rate_target=0.6', '--rate_weight=0'))
+    assert r.returncode == 0, r.stderr[-3000:]
+    warnings = [line for line in r.stdout.splitlines() if line.startswith('warning: the val rate')]
+    assert len(warnings) == 2 and 'target 0.600 for 3 evals' in warnings[0], r.stdout # evals 0, 1, 2, 3: from 2 on
+    good = (tmp_path / 'ckpt.pt').read_bytes()
+    for name, write in (('truncated', lambda p: p.write_bytes(good[:len(good) // 2])),
+                        ('foreign', lambda p: torch.save(dict(model={}, model_args=dict(n_layer=12)), p))):
+        write(tmp_path / 'ckpt.pt')
+        r = run(train_cmd(tmp_path, data_dir, '--max_iters=2', '--init_from=resume'))
+        assert r.returncode != 0 and 'Traceback' not in r.stderr, (name, r.stderr[-2000:])
+        assert f"{tmp_path / 'ckpt.pt'} is truncated or not a nanotok checkpoint" in r.stderr, (name, r.stderr)
+        assert '--init_from=scratch' in r.stderr
 
 
 def test_every_epoch_reads_every_document_once_when_the_batch_does_not_divide_the_corpus(tmp_path):
@@ -114,13 +217,18 @@ def test_every_epoch_reads_every_document_once_when_the_batch_does_not_divide_th
     assert ckpt['bytes_seen'] == 8 * sum(min(len(d), 63) for d in docs) # a row reads at most block_size-1 bytes
 
 
-@pytest.mark.parametrize('gater', ['sequential', 'hnet'])
+@pytest.mark.parametrize('gater', ['sequential', 'hnet', 'equidistant'])
 def test_two_processes_match_one_on_the_same_global_batch(tmp_path, data_dir, gater):
-    extra = ['--max_iters=2', '--eval_interval=2', '--gradient_accumulation_steps=2', f'--gater={gater}']
+    """ equidistant: the defaults' one micro-batch, whose rows the two processes split (full rows and fixed gates:
+        the mean of their halves' losses is the whole batch's, and the gate samples do not enter) """
+    extra = ['--max_iters=2', '--eval_interval=2', f'--gater={gater}']
+    if gater != 'equidistant':
+        extra += ['--gradient_accumulation_steps=2']
     if gater == 'hnet':
         extra += ['--downsampler=hnet', '--upsampler=hnet']
-    one = train(tmp_path / 'one', data_dir, *extra)
-    two = train(tmp_path / 'two', data_dir, *extra, nproc=2)
+    dataset = 'full' if gater == 'equidistant' else 'tiny'
+    one = train(tmp_path / 'one', data_dir, *extra, dataset=dataset)
+    two = train(tmp_path / 'two', data_dir, *extra, nproc=2, dataset=dataset)
     val = lambda log: [r for r in log if r['split'] == 'val']
     for r1, r2 in zip(val(one), val(two), strict=True):
         assert r1['loss'] == pytest.approx(r2['loss'], abs=1e-5) and r1['rate'] == pytest.approx(r2['rate'])
@@ -173,9 +281,10 @@ def test_bad_flags_name_the_key(tmp_path, data_dir):
         r = subprocess.run([sys.executable, 'train.py', arg], cwd=ROOT, capture_output=True, text=True)
         assert r.returncode != 0 and key in r.stderr and 'Traceback' not in r.stderr, (arg, r.stderr[-2000:])
     r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
-                        *TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path}'],
+                        *TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path}', '--batch_size=3'],
                        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS='1'))
-    assert r.returncode != 0 and 'gradient_accumulation_steps=1 must be a multiple of the 2 processes' in r.stderr
+    assert r.returncode != 0 and '2 processes cannot split --gradient_accumulation_steps=1 micro-batches of ' \
+                                 '--batch_size=3 rows' in r.stderr
     assert 'train.py", line' not in r.stderr # torchrun prints its own traceback, but none comes from train.py
     r = subprocess.run([sys.executable, 'train.py', '--dataset=nope', f'--data_dir={tmp_path}'], cwd=ROOT,
                        capture_output=True, text=True)
