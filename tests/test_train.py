@@ -165,10 +165,10 @@ def test_val_rows_are_spread_over_the_whole_split():
 RECORDER = """
 import json, os, runpy, sys
 import numpy as np
-reads = []
+reads, memmap = [], np.memmap
 class Recorded: # the memmap train.py opens, noting every slice it reads
     def __init__(self, path, **kw):
-        self.name, self.a = os.path.basename(path), np.memmap(path, **kw)
+        self.name, self.a = os.path.basename(path), memmap(path, **kw)
     def __getitem__(self, key):
         reads.append((self.name, int(key.start), int(key.stop)))
         return self.a[key]
