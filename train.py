@@ -56,7 +56,7 @@ dataset = 'pycode' # data/<dataset>/{train,val}.bin and {train,val}_offsets.npy,
 data_dir = 'data'
 gradient_accumulation_steps = 1 # over all processes: each one runs this / world_size micro-steps
 batch_size = 8 # rows per micro-step and process
-block_size = 256 # bytes per row, BOS included: a row is BOS + the first block_size-1 bytes of a document
+block_size = 256 # bytes per row, BOS included: a row is BOS + a window of block_size-1 bytes of a document
 # model (the fields of UNetConfig, same names)
 n_embd = 64
 n_head = 2
@@ -163,20 +163,51 @@ torch.backends.cudnn.allow_tf32 = True
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
 ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
 
-# data: documents as bytes; a row is BOS + a document's first block_size-1 bytes, short ones padded with a loss mask
+# data: documents as bytes, cut into rows; a row is BOS + a window of up to block_size-1 consecutive bytes of one
+# document (a document of n bytes gives ceil(n/(block_size-1)) rows), the last one padded with a loss mask
 data_path = os.path.join(data_dir, dataset)
-if not os.path.exists(os.path.join(data_path, 'val_offsets.npy')):
+needed = [os.path.join(data_path, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
+if not any(map(os.path.exists, needed)):
     if dataset == 'pycode' and master_process: # the embedded corpus needs no network: make it now
         print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
         subprocess.run([sys.executable, 'prepare.py', 'pycode', f'--out_dir={data_path}'], check=True)
     if ddp:
         dist.barrier()
-    if not os.path.exists(os.path.join(data_path, 'val_offsets.npy')):
-        raise SystemExit(f"train.py: no data in {data_path}: run `python prepare.py {dataset}` first")
-data = {s: np.memmap(os.path.join(data_path, f'{s}.bin'), dtype=np.uint8, mode='r') for s in ('train', 'val')}
-offsets = {s: np.load(os.path.join(data_path, f'{s}_offsets.npy')) for s in ('train', 'val')}
-n_docs = {s: len(offsets[s]) - 1 for s in ('train', 'val')}
-assert min(n_docs.values()) > 0, f"{data_path} has an empty split: {n_docs}"
+remake = f"run `python prepare.py {dataset} --out_dir={data_path}` to make it again"
+for f in needed:
+    if not os.path.exists(f):
+        raise SystemExit(f"train.py: {f} is missing: {remake}")
+
+def load_split(split):
+    """ the bytes of a split and its document boundaries, checked: a broken file is one line, not a wrong run """
+    path = os.path.join(data_path, f'{split}_offsets.npy')
+    try:
+        off = np.load(path)
+    except Exception as e: # not an .npy file at all
+        raise SystemExit(f"train.py: {path} is not a NumPy offsets file ({type(e).__name__}); {remake}")
+    size = os.path.getsize(os.path.join(data_path, f'{split}.bin'))
+    if off.ndim != 1 or off.dtype.kind not in 'iu' or len(off) < 2 or off[0] != 0 or np.any(np.diff(off) <= 0):
+        raise SystemExit(f"train.py: {path} is not n_docs+1 increasing integers from 0 ({off.dtype} {off.shape}); "
+                         f"{remake}")
+    if off[-1] != size:
+        raise SystemExit(f"train.py: {path} ends at byte {off[-1]:,} but {split}.bin has {size:,} bytes; {remake}")
+    return np.memmap(os.path.join(data_path, f'{split}.bin'), dtype=np.uint8, mode='r'), off.astype(np.int64)
+
+def row_index(off, w):
+    """ document boundaries -> (start, length) of every row, each document cut into consecutive windows of w bytes,
+        e.g. off=[0, 5, 7], w=2 -> start [0, 2, 4, 5], length [2, 2, 1, 2]; numpy only, O(rows) memory """
+    k = -(-np.diff(off) // w) # rows per document, ceil(n / w)
+    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k) # window number inside its document
+    start = np.repeat(off[:-1], k) + j * w
+    return start, np.minimum(np.repeat(off[1:], k) - start, w)
+
+data, row_start, row_len = {}, {}, {}
+for split in ('train', 'val'):
+    data[split], off = load_split(split)
+    row_start[split], row_len[split] = row_index(off, block_size - 1)
+n_rows = {s: len(row_start[s]) for s in ('train', 'val')}
+if master_process:
+    print(f"rows of {block_size} bytes: {n_rows['train']:,} per epoch of train, {n_rows['val']:,} of val")
 
 if prescribe == 'bpe':
     import tiktoken
@@ -188,12 +219,11 @@ if prescribe == 'bpe':
                          f"no network? set TIKTOKEN_CACHE_DIR to a folder with a cached copy")
 
 def get_rows(split, rows):
-    """ rows (list of document indices) -> X (B, T) long, M (B, T) bool real positions, prescribed gates or None """
+    """ rows (array of row indices) -> X (B, T) long, M (B, T) bool real positions, prescribed gates or None """
     X = np.zeros((len(rows), block_size), dtype=np.int64) # right padding with byte 0, masked out
     M = np.zeros((len(rows), block_size), dtype=bool)
-    for i, d in enumerate(rows):
-        start = offsets[split][d]
-        n = 1 + min(offsets[split][d + 1] - start, block_size - 1) # BOS + bytes
+    for i, r in enumerate(rows):
+        start, n = row_start[split][r], 1 + row_len[split][r] # BOS + bytes
         X[i, 0], X[i, 1:n], M[i, :n] = BOS, data[split][start:start + n - 1], True
     G = None # BPE guidance: the tiktoken tokens of each row's bytes, looked up ahead of the model (see bpe_gates)
     if prescribe == 'bpe':
@@ -203,22 +233,27 @@ def get_rows(split, rows):
         return [t.pin_memory().to(device, non_blocking=True) if t is not None else None for t in (X, M, G)]
     return [t.to(device) if t is not None else None for t in (X, M, G)]
 
-_perm = {} # epoch -> its shuffled document order, for the epochs still being read
+_perm = {} # epoch -> its shuffled row order, for the epochs still being read
 def train_rows(it, micro):
-    """ the documents of micro-batch `micro` (0..gradient_accumulation_steps-1) of iteration `it`: a pure function of
+    """ the rows of micro-batch `micro` (0..gradient_accumulation_steps-1) of iteration `it`: a pure function of
         (seed, it, micro), so resuming continues the same stream, and rank r reads the micro-batches r, r+world, ...:
-        a disjoint share of a global batch that does not depend on the process count """
+        a disjoint share of a global batch that does not depend on the process count. Each epoch is a seeded
+        permutation of all the rows of train, so every byte is read once per epoch """
     first = (it * gradient_accumulation_steps + micro) * batch_size # index into the endless stream of rows
-    epoch, pos = divmod(np.arange(first, first + batch_size), n_docs['train'])
+    epoch, pos = divmod(np.arange(first, first + batch_size), n_rows['train'])
     for e in set(epoch.tolist()) - set(_perm):
-        _perm[e] = np.random.default_rng([seed, e]).permutation(n_docs['train'])
+        _perm[e] = np.random.default_rng([seed, e]).permutation(n_rows['train'])
     for e in [e for e in _perm if e < epoch[0]]: # epochs behind this micro-batch are never read again
         del _perm[e]
     return np.array([_perm[e][p] for e, p in zip(epoch, pos)])
 
 def doc_bytes(split, rows):
-    """ bytes of the documents in these rows that are read (BOS excluded) """
-    return int(np.minimum(offsets[split][rows + 1] - offsets[split][rows], block_size - 1).sum())
+    """ bytes read in these rows (BOS and padding excluded) """
+    return int(row_len[split][rows].sum())
+
+def val_rows():
+    """ the eval_iters*batch_size val rows, spread evenly over the whole split (all of it when it has fewer) """
+    return np.linspace(0, n_rows['val'] - 1, min(n_rows['val'], eval_iters * batch_size)).round().astype(np.int64)
 
 def sample_seed(it, micro):
     """ gate sampling is seeded per micro-batch as the rows are, so a resumed or re-sharded run samples alike """
@@ -303,12 +338,13 @@ def summarize(s):
 
 @torch.no_grad()
 def estimate_val():
-    """ the val metrics on the first eval_iters*batch_size val documents, the same ones every time; each rank takes a
-        share and the sums are reduced, so the result does not depend on the process count """
+    """ the val metrics on val_rows(), the same rows every time, in batches of about batch_size: batch k is seeded
+        with torch.manual_seed(seed + k) (eval.py follows the same rule). Each rank takes the batches k = rank,
+        rank+world, ... and the sums are reduced, so the result does not depend on the process count """
     model.eval()
-    docs = np.arange(min(n_docs['val'], eval_iters * batch_size))
+    picked = val_rows()
     sums = torch.zeros(9, device=device)
-    for k, rows in enumerate(np.array_split(docs, max(1, len(docs) // batch_size))):
+    for k, rows in enumerate(np.array_split(picked, max(1, len(picked) // batch_size))):
         if k % ddp_world_size != ddp_rank:
             continue
         X, M, G = get_rows('val', rows)

@@ -1,6 +1,6 @@
 # the paper's 73M model (73.9M parameters) and its budget; combined with a method_*.py file
 dataset = 'fineweb'
-block_size = 4096 # BOS + the first 4095 bytes of each document
+block_size = 4096 # BOS + a 4095-byte window; prepare.py cuts documents to 4095 bytes: one row each, as the paper
 n_embd = 768
 n_head = 12
 n_down = 2

@@ -1,4 +1,5 @@
-"""prepare.py: the document filters, splits and byte budget, the file format, pycode, files, and the error lines."""
+"""prepare.py: the document filters, the test/val/train splits and byte budget, the file format, --num_proc, pycode,
+files, and the error lines."""
 import json
 import os
 import subprocess
@@ -56,38 +57,62 @@ def write_jsonl(path, field):
 
 
 @pytest.mark.parametrize('name, field, min_bytes', [('fineweb', 'text', 4097), ('codeparrot', 'content', 4096)])
-def test_hub_filter_and_split(tmp_path, name, field, min_bytes):
+def test_hub_filter_and_splits(tmp_path, name, field, min_bytes):
     src = write_jsonl(tmp_path / 'src.jsonl', field)
-    prepare.main([name, f'--source={src}', f'--out_dir={tmp_path}/out', '--val_docs=3', '--max_doc_bytes=0'])
-    val, train = load(tmp_path / 'out', 'val'), load(tmp_path / 'out', 'train')
-    assert len(val) == 3 and len(train) == len(kept(min_bytes)) - 3
-    assert Counter(val + train) == Counter(kept(min_bytes))  # exactly the long-enough docs, byte for byte, once
-    assert ('é' * 2048).encode() in val + train if name == 'codeparrot' else ('é' * 2048).encode() not in val + train
+    prepare.main([name, f'--source={src}', f'--out_dir={tmp_path}/out', '--test_docs=4', '--val_docs=3',
+                  '--max_doc_bytes=0'])
+    test, val, train = (load(tmp_path / 'out', s) for s in ('test', 'val', 'train'))
+    assert len(test) == 4 and len(val) == 3 and len(train) == len(kept(min_bytes)) - 7
+    # exactly the long-enough docs, byte for byte, each in one split only: test, val and train are disjoint
+    assert Counter(test + val + train) == Counter(kept(min_bytes))
+    assert ('é' * 2048).encode() in train + val + test if name == 'codeparrot' else ('é' * 2048).encode() not in train
 
 
 def test_hub_truncation_budget_and_determinism(tmp_path):
     src = write_jsonl(tmp_path / 'src.jsonl', 'text')
     outs = [tmp_path / 'a', tmp_path / 'b']
     for out in outs:  # default --max_doc_bytes=4095: every kept doc is a 4095-byte prefix, so 10 fit the budget
-        prepare.main(['fineweb', f'--source={src}', f'--out_dir={out}', '--val_docs=2',
+        prepare.main(['fineweb', f'--source={src}', f'--out_dir={out}', '--test_docs=3', '--val_docs=2',
                       f'--max_bytes={10 * 4095 + 100}'])
-    val, train = load(outs[0], 'val'), load(outs[0], 'train')
-    assert len(val) == 2 and len(train) == 8
+    test, val, train = (load(outs[0], s) for s in ('test', 'val', 'train'))
+    assert len(test) == 3 and len(val) == 2 and len(train) == 5  # the budget covers all three splits
     prefixes = Counter(d[:4095] for d in kept(4097))
-    assert all(len(d) == 4095 and prefixes[d] > 0 for d in val + train)
-    for f in ['val.bin', 'train.bin', 'val_offsets.npy', 'train_offsets.npy']:  # seeded: the same run twice
+    assert all(len(d) == 4095 and prefixes[d] > 0 for d in test + val + train)
+    for f in [f'{s}{x}' for s in ('test', 'val', 'train') for x in ('.bin', '_offsets.npy')]:  # seeded: the same twice
         assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes()
 
 
-def test_hub_parquet_folder(tmp_path):
+def write_parquet_folder(path, n_files, docs, field):
     import pyarrow as pa
     import pyarrow.parquet as pq
-    (tmp_path / 'src').mkdir()
-    for i in range(2):  # a folder of shards, as a local copy of the hub dataset would be
-        pq.write_table(pa.table({'content': DOCS[i::2]}), tmp_path / 'src' / f'part{i}.parquet')
-    prepare.main(['codeparrot', f'--source={tmp_path}/src', f'--out_dir={tmp_path}/out', '--val_docs=1'])
-    docs = load(tmp_path / 'out', 'val') + load(tmp_path / 'out', 'train')
+    path.mkdir()
+    for i in range(n_files):  # a folder of shards, as a local copy of the hub dataset would be
+        pq.write_table(pa.table({field: docs[i::n_files]}), path / f'part{i}.parquet')
+
+
+def test_hub_parquet_folder(tmp_path):
+    write_parquet_folder(tmp_path / 'src', 2, DOCS, 'content')
+    prepare.main(['codeparrot', f'--source={tmp_path}/src', f'--out_dir={tmp_path}/out', '--test_docs=2',
+                  '--val_docs=1'])
+    docs = load(tmp_path / 'out', 'test') + load(tmp_path / 'out', 'val') + load(tmp_path / 'out', 'train')
     assert Counter(docs) == Counter(d[:4095] for d in kept(4096))
+
+
+def test_num_proc_reads_disjoint_shares_of_the_files_into_the_same_documents(tmp_path):
+    docs = [f'doc {i}: '.encode() + bytes(np.random.default_rng(i).integers(97, 123, size=4200 + i, dtype=np.uint8))
+            for i in range(60)]
+    write_parquet_folder(tmp_path / 'src', 4, [d.decode() for d in docs], 'text')
+    args = lambda out, n: ['fineweb', f'--source={tmp_path}/src', f'--out_dir={tmp_path / out}', f'--num_proc={n}',
+                           '--test_docs=7', '--val_docs=5', '--max_doc_bytes=0']
+    for out, n in (('one', 1), ('two', 2), ('two_again', 2)):
+        prepare.main(args(out, n))
+    splits = {out: [load(tmp_path / out, s) for s in ('test', 'val', 'train')] for out in ('one', 'two', 'two_again')}
+    for out, (test, val, train) in splits.items():
+        assert len(test) == 7 and len(val) == 5 and len(train) == 48
+        assert Counter(test + val + train) == Counter(docs)  # every document once, whatever the process count
+    assert splits['two'] == splits['two_again']  # the shares are taken in turn: deterministic
+    r = run(*args('three', 5)[:-1])
+    assert r.returncode != 0 and '4 .json/' in r.stderr and 'fewer than --num_proc=5' in r.stderr, r.stderr
 
 
 def test_pycode(tmp_path):

@@ -6,6 +6,7 @@ process on the same global batch, also with the defaults' single micro-batch; th
 a collapsing rate warns; a bad ckpt.pt gets one line; every config/ file gives a valid model of its size.
 Run: python -m pytest -q tests/test_train.py   (about a minute on 2 cores)
 """
+import ast
 import json
 import os
 import signal
@@ -200,13 +201,11 @@ def test_a_rate_off_target_for_three_evals_warns_and_a_bad_checkpoint_gets_one_l
         assert '--init_from=scratch' in r.stderr
 
 
-def test_every_epoch_reads_every_document_once_when_the_batch_does_not_divide_the_corpus(tmp_path):
-    """ 9 documents, 8 rows per step: micro-batches straddle epoch boundaries; 9 steps are exactly 8 epochs """
+def test_every_epoch_reads_every_byte_once_when_the_batch_does_not_divide_the_corpus(tmp_path):
+    """ 9 documents in 12 rows of up to 63 bytes, 8 rows per step: micro-batches straddle epoch boundaries; 9 steps
+        are exactly 6 epochs """
     docs = [b'x' * n for n in (3, 10, 20, 40, 63, 64, 80, 100, 7)]
-    for split in ('train', 'val'):
-        os.makedirs(tmp_path / 'data' / 'nine', exist_ok=True)
-        (tmp_path / 'data' / 'nine' / f'{split}.bin').write_bytes(b''.join(docs))
-        np.save(tmp_path / 'data' / 'nine' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]))
+    write_corpus(tmp_path / 'data' / 'nine', docs, docs)
     cmd = [sys.executable, 'train.py', *TINY, f'--data_dir={tmp_path / "data"}', '--dataset=nine',
            f'--out_dir={tmp_path / "out"}', '--max_iters=9', '--eval_interval=9', '--gradient_accumulation_steps=2',
            '--always_save_checkpoint=True']
@@ -214,7 +213,154 @@ def test_every_epoch_reads_every_document_once_when_the_batch_does_not_divide_th
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     ckpt = torch.load(tmp_path / 'out' / 'ckpt.pt', weights_only=True)
-    assert ckpt['bytes_seen'] == 8 * sum(min(len(d), 63) for d in docs) # a row reads at most block_size-1 bytes
+    assert ckpt['bytes_seen'] == 6 * sum(map(len, docs)) # every byte, the tails of the long documents too
+
+
+def write_corpus(path, train_docs, val_docs):
+    """ a dataset folder in the DESIGN.md format """
+    os.makedirs(path, exist_ok=True)
+    for split, docs in (('train', train_docs), ('val', val_docs)):
+        (path / f'{split}.bin').write_bytes(b''.join(docs))
+        np.save(path / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
+
+
+def train_functions(ns, *names):
+    """ the named functions of train.py, the lines that ship, defined with the dict ns as their globals """
+    tree = ast.parse(open(os.path.join(ROOT, 'train.py')).read())
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
+    assert len(defs) == len(names)
+    exec(compile(ast.Module(defs, type_ignores=[]), 'train.py', 'exec'), ns)
+    return [ns[n] for n in names]
+
+
+def test_row_index_cuts_every_document_into_windows():
+    row_index, = train_functions(dict(np=np), 'row_index')
+    start, n = row_index(np.array([0, 5, 7]), 2) # the docstring's example
+    assert start.tolist() == [0, 2, 4, 5] and n.tolist() == [2, 2, 1, 2]
+    rng = np.random.default_rng(0)
+    off = np.cumsum([0, *rng.integers(1, 700, size=300)])
+    for w in (1, 63, 255, 4095):
+        start, n = row_index(off, w)
+        assert len(start) == sum(-(-(b - a) // w) for a, b in zip(off[:-1], off[1:])) # ceil(n / w) per document
+        counts = np.zeros(off[-1], dtype=int)
+        for a, k in zip(start, n):
+            counts[a:a + k] += 1
+        assert (counts == 1).all() and (n > 0).all() and (n <= w).all() # every byte once, windows of <= w bytes
+        doc = np.searchsorted(off, start, side='right') - 1
+        assert (start + n <= off[doc + 1]).all() # a window never crosses into the next document
+
+
+def test_documents_of_one_row_give_exactly_the_rows_of_the_document_order():
+    """ the paper's case, 4095-byte documents at block 4096: one row per document, and the stream of rows is the
+        stream of documents train.py read before rows were windows (a seeded permutation of documents per epoch) """
+    n_docs, batch, accum, seed = 37, 4, 3, 1337
+    row_index, = train_functions(dict(np=np), 'row_index')
+    start, n = row_index(np.arange(n_docs + 1) * 4095, 4096 - 1)
+    assert (start == np.arange(n_docs) * 4095).all() and (n == 4095).all()
+    ns = dict(np=np, seed=seed, batch_size=batch, gradient_accumulation_steps=accum, n_rows={'train': n_docs}, _perm={})
+    train_rows, = train_functions(ns, 'train_rows')
+    for it in range(12): # 144 rows: several epochs, micro-batches across their boundaries
+        for micro in range(accum):
+            first = (it * accum + micro) * batch
+            old = [np.random.default_rng([seed, i // n_docs]).permutation(n_docs)[i % n_docs]
+                   for i in range(first, first + batch)]
+            assert train_rows(it, micro).tolist() == old
+
+
+def test_val_rows_are_spread_over_the_whole_split():
+    ns = dict(np=np, eval_iters=8, batch_size=4, n_rows={'val': 1000})
+    val_rows, = train_functions(ns, 'val_rows')
+    rows = val_rows()
+    assert len(rows) == 32 and rows[0] == 0 and rows[-1] == 999 and (np.diff(rows) >= 32).all() # evenly spaced
+    assert (np.diff(rows) <= 33).all() and (val_rows() == rows).all() # and the same at every call
+    ns['n_rows'] = {'val': 20}
+    assert val_rows().tolist() == list(range(20)) # a split smaller than the eval: all of it, once
+
+
+RECORDER = """
+import json, os, runpy, sys
+import numpy as np
+reads, memmap = [], np.memmap
+class Recorded: # the memmap train.py opens, noting every slice it reads
+    def __init__(self, path, **kw):
+        self.name, self.a = os.path.basename(path), memmap(path, **kw)
+    def __getitem__(self, key):
+        reads.append((self.name, int(key.start), int(key.stop)))
+        return self.a[key]
+    def __len__(self):
+        return len(self.a)
+np.memmap = Recorded
+out, sys.argv = sys.argv[1], ['train.py', *sys.argv[2:]]
+sys.path.insert(0, os.getcwd()) # train.py imports model.py from the repository root
+runpy.run_path('train.py', run_name='__main__')
+with open(os.path.join(out, f"reads{os.environ.get('RANK', 0)}.json"), 'a') as f:
+    f.write(json.dumps(reads) + '\\n')
+"""
+
+
+def test_one_epoch_reads_every_byte_once_with_one_process_two_and_across_a_resume(tmp_path):
+    """ documents 4.5 rows long: 8 of them are 40 rows, 8 rows per step, so 5 steps are one epoch. The slices train.py
+        reads from train.bin are recorded: every byte exactly once. The val rows are the same at both evals and come
+        from all of val.bin """
+    rng = np.random.default_rng(0)
+    docs = lambda: [rng.integers(32, 127, size=288, dtype=np.uint8).tobytes() for _ in range(8)] # 288 = 4.5 x 64
+    write_corpus(tmp_path / 'data' / 'long', docs(), docs())
+    (tmp_path / 'recorder.py').write_text(RECORDER)
+
+    def reads(name, *args, nproc=1):
+        out = tmp_path / name
+        os.makedirs(out, exist_ok=True)
+        launcher = [sys.executable] if nproc == 1 else [sys.executable, '-m', 'torch.distributed.run', '--standalone',
+                                                        f'--nproc_per_node={nproc}']
+        cmd = launcher + [str(tmp_path / 'recorder.py'), str(out), *TINY, f'--data_dir={tmp_path / "data"}',
+                          '--dataset=long', f'--out_dir={out}', '--gradient_accumulation_steps=2', '--eval_interval=5',
+                          *args]
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, OMP_NUM_THREADS='1'))
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        runs = [json.loads(line) for f in sorted(os.listdir(out)) if f.startswith('reads') for line in open(out / f)]
+        return [[tuple(x) for x in run] for run in runs], torch.load(out / 'ckpt.pt', weights_only=True)
+
+    size = 8 * 288
+    one, ckpt = reads('one', '--max_iters=5')
+    two, _ = reads('two', '--max_iters=5', nproc=2)
+    reads('resumed', '--max_iters=2')
+    resumed, ckpt_resumed = reads('resumed', '--max_iters=5', '--init_from=resume')
+    for runs in (one, two, resumed):
+        counts = np.zeros(size, dtype=int)
+        for _, a, b in [x for run in runs for x in run if x[0] == 'train.bin']:
+            counts[a:b] += 1
+        assert (counts == 1).all(), counts
+    assert ckpt['bytes_seen'] == ckpt_resumed['bytes_seen'] == size # bytes_seen counts the bytes read
+    val = [x for x in one[0] if x[0] == 'val.bin']
+    assert len(val) == 16 and val[:8] == val[8:] # eval_iters * batch_size rows, the same at iter 0 and iter 5
+    assert min(a for _, a, _ in val) == 0 and max(b for _, _, b in val) == size # from the first row to the last
+    assert sorted(x for run in two for x in run if x[0] == 'val.bin') == sorted(val) # any process count
+
+
+@pytest.mark.parametrize('breakage, words', [
+    ('missing', ['val_offsets.npy is missing']),
+    ('short', ['train_offsets.npy ends at byte 4,000 but train.bin has 4,096 bytes']),
+    ('malformed', ['val_offsets.npy is not']),
+    ('decreasing', ['train_offsets.npy is not n_docs+1 increasing integers']),
+])
+def test_a_broken_data_file_is_one_line_with_the_command_that_remakes_it(tmp_path, breakage, words):
+    path = tmp_path / 'data' / 'broken'
+    write_corpus(path, [b'a' * 1000] * 4 + [b'b' * 96], [b'c' * 100])
+    if breakage == 'missing':
+        os.remove(path / 'val_offsets.npy')
+    elif breakage == 'short':
+        np.save(path / 'train_offsets.npy', np.array([0, 1000, 2000, 3000, 4000]))
+    elif breakage == 'malformed':
+        (path / 'val_offsets.npy').write_bytes(b'not numpy')
+    else:
+        np.save(path / 'train_offsets.npy', np.array([0, 3000, 2000, 4096]))
+    r = subprocess.run([sys.executable, 'train.py', *TINY, f'--data_dir={tmp_path / "data"}', '--dataset=broken',
+                        f'--out_dir={tmp_path / "out"}'], cwd=ROOT, capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    assert all(w in lines[0] for w in words) and str(path) in lines[0], lines[0]
+    assert f'python prepare.py broken --out_dir={path}' in lines[0]
 
 
 @pytest.mark.parametrize('gater', ['sequential', 'hnet', 'equidistant'])
@@ -263,8 +409,9 @@ def test_bpe_guidance_gates_the_first_byte_of_every_token_but_the_first(tmp_path
     assert r.returncode == 0, r.stderr[-3000:]
     val = [json.loads(line) for line in open(tmp_path / 'out' / 'log.jsonl')][0]
     gates = positions = 0
-    for doc in docs[:2 * 4]: # eval_iters * batch_size documents
-        doc = doc[:63] # a row: BOS + up to 63 bytes
+    windows = [doc[i:i + 63] for doc in docs for i in range(0, len(doc), 63)] # a row: BOS + up to 63 bytes
+    for r in np.linspace(0, len(windows) - 1, 2 * 4).round().astype(int): # eval_iters * batch_size, spread evenly
+        doc = windows[r]
         n = 1 + len(doc)
         starts = {e + 2 for e in bpe_ends(tiny_encoding(), doc) if e + 2 < n} # every token's first byte but the first
         gates += 1 + len(starts | ({63} if n == 64 else set())) # BOS, the token starts, the last position if real
