@@ -117,7 +117,8 @@ config = {k: globals()[k] for k in config_keys} # will be useful for logging
 model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
 from model import BOS # after the configurator, so it is not a config key
 # values the configurator cannot judge by their type: one line each, before any work starts
-for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters', 'eval_interval', 'log_interval'):
+for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters', 'eval_interval', 'log_interval',
+          'max_bad_steps'):
     if config[k] <= 0:
         raise SystemExit(f"train.py: --{k}={config[k]} must be positive")
 if dtype not in ('float32', 'bfloat16', 'float16'):

@@ -46,7 +46,8 @@ def data_dir(tmp_path_factory):
 def train_cmd(out_dir, data_dir, *args, nproc=1, dataset='tiny'):
     launcher = [sys.executable] if nproc == 1 else [sys.executable, '-m', 'torch.distributed.run', '--standalone',
                                                     f'--nproc_per_node={nproc}']
-    return launcher + ['train.py', *TINY, f'--data_dir={data_dir}', f'--dataset={dataset}', f'--out_dir={out_dir}', *args]
+    return launcher + ['train.py', *TINY, f'--data_dir={data_dir}', f'--dataset={dataset}', f'--out_dir={out_dir}',
+                       *args]
 
 
 def run(cmd):
@@ -154,8 +155,9 @@ def test_preempted_two_process_run_resumes_exactly_and_skips_a_nan_step_on_both_
 def test_sigusr1_stops_one_process_and_auto_resumes_it_exactly(tmp_path, data_dir, full_run):
     """ a real signal from outside, sent once the run has logged iteration 3; init_from='auto' both ways """
     args, full = [*FULL, '--init_from=auto'], full_run[1]
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1') # each line as it is printed
     p = subprocess.Popen(train_cmd(tmp_path, data_dir, *args), cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1'))
+                         stderr=subprocess.PIPE, text=True, env=env)
     seen = []
     for line in p.stdout:
         seen.append(line)
@@ -424,7 +426,7 @@ def test_bad_flags_name_the_key(tmp_path, data_dir):
     for arg, key in (('--batch_sise=4', 'batch_sise'), ('--batch_size=four', 'batch_size'),
                      ('--batch_size=0', 'batch_size=0'), ('--gater=seq', "unknown gater 'seq'"),
                      ('--dtype=fp8', 'dtype=fp8'), ('--device=gpu', 'device=gpu'),
-                     ('--downsampler=nawrot', 'nawrot pair')):
+                     ('--downsampler=nawrot', 'nawrot pair'), ('--max_bad_steps=0', 'max_bad_steps=0')):
         r = subprocess.run([sys.executable, 'train.py', arg], cwd=ROOT, capture_output=True, text=True)
         assert r.returncode != 0 and key in r.stderr and 'Traceback' not in r.stderr, (arg, r.stderr[-2000:])
     r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2', 'train.py',
