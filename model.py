@@ -37,7 +37,7 @@ except ImportError:
     flash_attn_func = None
 
 BOS = 256  # ids 0..255 are bytes, 256 opens every row; 257..319 pad the head to a multiple of 64 and are never sampled
-WHITESPACE = (9, 10, 11, 12, 13, 32)  # \t \n \v \f \r and ' ': the whitespace gater and the ws_boundary metric
+WHITESPACE = (9, 10, 11, 12, 13, 32)  # \t \n \v \f \r and ' ': the whitespace gater and the boundary metrics
 
 
 @dataclass
@@ -63,9 +63,6 @@ class UNetConfig:
     def __post_init__(self): # a bad combination fails here, with its name, not deep inside forward
         if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
             raise ValueError(f"n_embd={self.n_embd} must split into n_head={self.n_head} heads of an even size (RoPE)")
-        if (self.downsampler == 'nawrot') != (self.upsampler == 'nawrot'): # select + nawrot-up would leak
-            raise ValueError(f"downsampler '{self.downsampler}' with upsampler '{self.upsampler}': the nawrot "
-                             "pair shifts chunks by one slot together, so use both or neither")
         for name, table in (('gater', GATERS), ('downsampler', DOWNSAMPLERS), ('upsampler', UPSAMPLERS)):
             if getattr(self, name) not in table:
                 raise ValueError(f"unknown {name} '{getattr(self, name)}'; choose one of {', '.join(table)}")
@@ -361,7 +358,11 @@ class SequentialGater(nn.Module):
 
 class NawrotGater(nn.Module):
     """ Dynamic Token Pooling's boundary predictor: MLP -> relaxed Bernoulli (Gumbel-sigmoid) -> hard 0/1 with a
-        straight-through gradient; aux_loss is the binomial prior -log Binomial(n_gates; T, rate) / T """
+        straight-through gradient; aux_loss is the binomial prior -log Binomial(n_gates; T, rate) / T.
+        The probs it returns are the relaxed sample s_t, as the paper's run, not sigmoid(z_t), so train.py's rate loss
+        holds mean(s) at the target. The hard rate P(s_t > 0.5) = sigmoid(z_t) settles lower, since s is pulled towards
+        0.5: with equal logits at temperature 1, mean(s) = 0.2 gives a rate of 0.11 (0.17 at 0.5). The rate loss's
+        gradient then reaches the MLP through the noisy sample, as the byte loss's does. """
 
     def __init__(self, config):
         super().__init__()
@@ -369,12 +370,13 @@ class NawrotGater(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(config.n_embd, config.n_embd), nn.ReLU(), nn.Linear(config.n_embd, 1))
 
     def forward(self, x, idx, gates=None):
-        logits = self.mlp(x).squeeze(-1).float()
-        probs = torch.sigmoid(logits) # once: Nawrot's supervised paths apply a second sigmoid; a deliberate fix here
+        logits = self.mlp(x).squeeze(-1).float()               # z_t
         if gates is None:
             u = torch.rand_like(logits).clamp(1e-6, 1 - 1e-6)
-            soft = torch.sigmoid((logits + u.log() - (-u).log1p()) / self.temp) # relaxed Bernoulli sample
-            gates = (soft > 0.5).float() - soft.detach() + soft # forward 0/1, backward d soft
+            logits = (logits + u.log() - (-u).log1p()) / self.temp # logit of the relaxed Bernoulli sample s_t
+        probs = torch.sigmoid(logits) # s_t; with prescribed gates nothing is drawn: sigmoid(z_t) = P(s_t > 0.5)
+        if gates is None:
+            gates = (probs > 0.5).float() - probs.detach() + probs # forward 0/1, backward d s
         T = gates.size(1)
         prior = torch.distributions.Binomial(total_count=T, probs=torch.tensor(self.rate, device=x.device))
         aux_loss = -prior.log_prob(gates.sum(-1)).mean() / T
@@ -439,35 +441,32 @@ class MeanDownsampler(SelectDownsampler):
         return z / n.clamp(min=1)[..., None], ends
 
 
-def nawrot_onehot(gates, n):
-    """ one-hot (B, T, n) of each byte's chunk id, 1 - (k - c_t) at k = c_t: the value is 1 but the gradient reaches
-        the gates through the cumsum (Nawrot et al.'s trick: the pooling itself trains the boundary predictor) """
-    f = torch.arange(n, device=gates.device) - (gates.cumsum(-1) - gates)[..., None] # (B, T, n), 0 at k = c_t
+def nawrot_onehot(ids, n):
+    """ ids (B, T) float chunk indices computed from the gates (a cumsum) -> one-hot (B, T, n), 1 - (k - ids_t) at
+        k = ids_t: the value is 1 but the gradient reaches the gates through the cumsum (Nawrot et al.'s trick: the
+        pooling itself trains the boundary predictor). ids 0 1 1 2, n 3 -> rows 100 010 010 001 """
+    f = torch.arange(n, device=ids.device) - ids[..., None]   # (B, T, n), 0 at k = ids_t
     return torch.where(f.detach() == 0, 1 - f, 0.0)
 
 
 class NawrotDownsampler(SelectDownsampler):
-    """ mean pooling with differentiable weights, then a learned null group in front and the last chunk dropped:
-        mid slot j holds chunk j-1, so byte t later reads slot c_t, the chunk that closed before it """
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.null = nn.Parameter(torch.randn(config.n_embd) * 0.02)
+    """ mean pooling with differentiable weights, as the paper's code: chunk k is the mean over (e_{k-1}, e_k],
+        placed at the mean position of its bytes (e_{k-1} + 1 + e_k) / 2; no null group (Nawrot et al. put a learned
+        one in front, the forced first gate makes BOS that group here) and no chunk dropped """
 
     def forward(self, x, gates, ends):
-        B, T, C = x.shape
-        A = nawrot_onehot(gates.float(), ends.size(1))         # (B, T, S)
+        g = gates.float()
+        A = nawrot_onehot(g.cumsum(-1) - g, ends.size(1))     # (B, T, S), chunk ids c_t
         A = A / (A.sum(1, keepdim=True) + 1e-9)                # mean over each chunk's bytes
         z = (A.transpose(1, 2) @ x.float()).type_as(x)         # (B, S, C)
-        z = torch.cat([self.null.to(x.dtype).expand(B, 1, C), z[:, :-1]], dim=1)
-        zpos = F.pad(ends[:, :-1] + 1, (1, 0))                 # a chunk's position: the first byte that reads it
-        return z, zpos
+        zpos = (F.pad(ends[:, :-1], (1, 0), value=-1) + 1 + ends) / 2 # the mean byte position, <= e_k: causal
+        return z, zpos                                         # (the paper's weighted mean of positions, no gradient)
 
 
 DOWNSAMPLERS = {
     'select': SelectDownsampler,  # the state at the chunk's last byte (the paper's method)
     'mean': MeanDownsampler,      # the mean over the chunk
-    'nawrot': NawrotDownsampler,  # mean with differentiable weights and a null group (Nawrot et al.)
+    'nawrot': NawrotDownsampler,  # the mean, with weights differentiable in the gates (Nawrot et al.)
     'hnet': SelectDownsampler,    # H-Net's chunk layer is a select of the boundary bytes
 }
 
@@ -493,10 +492,13 @@ class DeviationUpsampler(AddUpsampler):
 
 
 class NawrotUpsampler(AddUpsampler):
-    """ y_t = x_t + zo[c_t]: slot c_t holds the chunk before byte t's own (see NawrotDownsampler), differentiable """
+    """ y_t = x_t + zo[u_t], u_t = read_ids as add (the paper's code shifts Nawrot's read by one, so a byte reads the
+        chunk that closed at or before it), through the one-hot trick so the gradient reaches the gates. A departure:
+        Nawrot's and the paper's code divide W by its sum over k (+1e-9), which keeps the value 1 but makes this
+        gradient 0 in fp32, so there only the pooling trains the boundary predictor """
 
     def forward(self, x, z, zo, gates, probs, ends):
-        W = nawrot_onehot(gates.float(), zo.size(1))           # (B, T, S)
+        W = nawrot_onehot(gates.float().cumsum(-1) - 1, zo.size(1)) # (B, T, S), read ids u_t
         return x + (W @ zo.float()).type_as(x)
 
 
@@ -515,29 +517,23 @@ def ema_scan(z, p):
 
 class HNetUpsampler(AddUpsampler):
     """ H-Net's dechunk: smooth the chunk outputs with an EMA gated by the boundary probabilities, hand each byte its
-        latest chunk, scale by the straight-through confidence (1 forward, d confidence backward), add a projection
-        of x that starts at zero """
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.residual_proj = nn.Linear(config.n_embd, config.n_embd)
-        nn.init.zeros_(self.residual_proj.weight)
-        nn.init.zeros_(self.residual_proj.bias)
+        latest chunk, scale by the straight-through confidence (1 forward, d confidence backward), add x """
 
     def forward(self, x, z, zo, gates, probs, ends):
         p_chunk = torch.gather(probs, 1, ends).clamp(1e-4, 1 - 1e-4) # (B, S), p at each chunk's gate byte
         y = gather(ema_scan(zo, p_chunk), read_ids(gates))
         conf = torch.where(gates > 0, probs, 1 - probs)        # confidence in the decision taken at t
         ste = 1 + conf - conf.detach()                         # value 1, gradient of conf
-        return self.residual_proj(x) + y * ste[..., None].to(y.dtype)
+        return x + y * ste[..., None].to(y.dtype) # x itself, as the paper's code; H-Net's own adds a zero-initialised
+                                                  # residual_proj(x), so its up layers start with no byte-level skip
 
 
 UPSAMPLERS = {
     'add': AddUpsampler,             # x + the latest chunk's mid output (the paper's method)
     'deviation': DeviationUpsampler, # x + what the mid layers changed in the latest chunk
-    'nawrot': NawrotUpsampler,       # x + the chunk before byte t's own, differentiable in the gates
+    'nawrot': NawrotUpsampler,       # as add, differentiable in the gates
     'hnet': HNetUpsampler,           # EMA-smoothed chunks, straight-through confidence (so any gater's probs get
-                                     # gradient from the byte loss through it), zero-init residual
+                                     # gradient from the byte loss through it), x added directly
 }
 
 # -----------------------------------------------------------------------------
@@ -636,6 +632,34 @@ class ByteUNet(nn.Module):
 def next_byte_nll(logits, idx):
     """ nats of predicting idx[:, t+1] at position t, (B, T-1), in fp32 """
     return F.cross_entropy(logits[:, :-1].float().transpose(1, 2), idx[:, 1:], reduction='none')
+
+
+def boundary_counts(idx, gates, mask):
+    """ sums over the real positions (mask (B, T) bool, BOS included, as the rate has always counted it) -> (6,) int64,
+        exact on any device (the callers sum them in float64 or int64): [gates, positions, gates on whitespace bytes,
+        whitespace bytes, whitespace bytes with a gate on them or on the byte just before, gates on a word edge
+        (a whitespace byte, or the byte just before one)]. A word ends either at its last byte or at the space after it:
+            row       BOS h i ' ' y o u ' ' a l l
+            gates     1   0 1  0  0 0 0  1  0 0 1
+            -> [4, 11, 1, 2, 2, 2]: gates at 0 2 7 10; whitespace 3 7 (gated 7); edges 2 3 6 7 (gated 2 7) """
+    ws = torch.isin(idx, torch.tensor(WHITESPACE, device=idx.device)) & mask # (B, T)
+    g = (gates > 0) & mask
+    g_before = F.pad(g[:, :-1], (1, 0))                        # the gate of the byte before t (none before BOS)
+    ws_after = F.pad(ws[:, 1:], (0, 1))                        # whitespace at t+1 (none after the row)
+    return torch.stack([g.sum(), mask.sum(), (g & ws).sum(), ws.sum(), (ws & (g | g_before)).sum(),
+                        (g & (ws | ws_after)).sum()]).long()
+
+
+def boundary_metrics(counts):
+    """ boundary_counts (summed over any number of batches) -> the logged metrics, nan where nothing was counted:
+        rate               gates / positions                                  (the share of bytes that end a chunk)
+        ws_boundary        gated whitespace / whitespace          (the paper's: recall of the spaces, gate ON them)
+        word_boundary      whitespace gated on or just before / whitespace     (recall of word edges, either side)
+        boundary_precision gates on a word edge / gates                   (how many chunk ends are word-aligned)
+        [4, 11, 1, 2, 2, 2] -> rate 4/11, ws_boundary 1/2, word_boundary 2/2, boundary_precision 2/4 """
+    g, n, g_ws, n_ws, ws_hit, g_edge = (float(v) for v in counts.tolist())
+    return dict(rate=g / n if n else math.nan, ws_boundary=g_ws / n_ws if n_ws else math.nan,
+                word_boundary=ws_hit / n_ws if n_ws else math.nan, boundary_precision=g_edge / g if g else math.nan)
 
 
 def encode(text):

@@ -11,13 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, ByteUNet, HNetUpsampler,
-                   NawrotDownsampler, NawrotGater, NawrotUpsampler, SequentialGater, UNetConfig, attention,
-                   bpe_gates, chunk_ends, chunk_ids, decode, discounted_returns, ema_scan, encode, gather,
-                   hnet_ratio_loss, nawrot_onehot, next_byte_nll, read_ids)
+from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, AddUpsampler, ByteUNet,
+                   HNetUpsampler, MeanDownsampler, NawrotDownsampler, NawrotGater, NawrotUpsampler, SequentialGater,
+                   UNetConfig, attention, boundary_counts, boundary_metrics, bpe_gates, chunk_ends, chunk_ids, decode,
+                   discounted_returns, ema_scan, encode, gather, hnet_ratio_loss, nawrot_onehot, next_byte_nll,
+                   read_ids)
 
-PAIRS = [(d, u) for d, u in itertools.product(DOWNSAMPLERS, UPSAMPLERS) if (d == 'nawrot') == (u == 'nawrot')]
-COMBOS = [(g, d, u) for g in GATERS for d, u in PAIRS]  # every gater with every valid (down, up) pair
+PAIRS = list(itertools.product(DOWNSAMPLERS, UPSAMPLERS)) # every (down, up) pair is valid, and causal
+COMBOS = [(g, d, u) for g in GATERS for d, u in PAIRS]  # every gater with every (down, up) pair
 EXACT = dict(rtol=0, atol=1e-6)                          # "unchanged": float32 noise at most, nothing learned
 
 
@@ -194,11 +195,14 @@ def test_discounted_returns_docstring_example():
 
 
 def test_nawrot_onehot_is_one_hot_chunk_ids_with_gradient():
+    assert nawrot_onehot(torch.tensor([[0., 1, 1, 2]]), 3).tolist() == [[[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 0, 1]]]
     g = random_gates([0.3, 0.6], 20, seed=9).requires_grad_()
-    A = nawrot_onehot(g, 20)
-    assert torch.equal(A, F.one_hot(chunk_ids(g.detach()), 20).float())
-    (A * torch.randn_like(A)).sum().backward()
-    assert g.grad.abs().sum() > 0  # the value is one-hot, the gradient reaches the gates through the cumsum
+    for ids, want in ((g.cumsum(-1) - g, chunk_ids(g.detach())), (g.cumsum(-1) - 1, read_ids(g.detach()))):
+        A = nawrot_onehot(ids, 20)
+        assert torch.equal(A, F.one_hot(want, 20).float())
+        g.grad = None
+        (A * torch.randn_like(A)).sum().backward()
+        assert g.grad.abs().sum() > 0  # the value is one-hot, the gradient reaches the gates through the cumsum
 
 
 @pytest.mark.parametrize('gater', GATERS)
@@ -381,13 +385,11 @@ def test_straight_through_routers_learn_from_the_lm_loss(gater, modules):
 
 
 def test_hnet_upsampler_forward_is_the_hard_computation():
-    """ y = residual_proj(x) + z_bar[u_t] with z_bar the EMA over chunks at p of each chunk's gate byte: the
-        straight-through factor is 1 forward, and its gradient reaches p at every byte """
+    """ y = x + z_bar[u_t] (x added directly, as the paper's code) with z_bar the EMA over chunks at p of each chunk's
+        gate byte: the straight-through factor is 1 forward, and its gradient reaches p at every byte """
     torch.manual_seed(26)
     up = HNetUpsampler(tiny())
-    with torch.no_grad():
-        up.residual_proj.weight.normal_(0, 0.2)
-        up.residual_proj.bias.normal_(0, 0.2)
+    assert not list(up.parameters())  # no residual projection
     gates = random_gates([0.3, 0.6], 40, seed=27)
     ends, _ = chunk_ends(gates)
     x, zo = torch.randn(2, 40, 32), torch.randn(2, ends.size(1), 32)
@@ -395,7 +397,7 @@ def test_hnet_upsampler_forward_is_the_hard_computation():
     y = up(x, zo, zo, gates, probs, ends)
     p_ends = torch.gather(probs, 1, ends).clamp(1e-4, 1 - 1e-4)
     ybar = gather(ema_loop(zo, p_ends.detach()), read_ids(gates))
-    torch.testing.assert_close(y, up.residual_proj(x) + ybar)
+    torch.testing.assert_close(y, x + ybar)
     w = torch.randn_like(y)
     (y * w).sum().backward()
     off = gates == 0  # at a non-gate byte p reaches y only through the confidence 1 - p_t: d/dp = -w_t . ybar_t
@@ -436,28 +438,59 @@ def test_nawrot_gates_are_exactly_zero_or_one():
     assert 0 < gates.mean() < 1
 
 
-def test_nawrot_mean_pooling_null_group_and_shift():
-    """ slot 0 is the learned null group, slot j the mean of chunk j-1 (at the position of the first byte after it);
-        the upsampler hands byte t slot c_t, the chunk that closed before byte t's own """
+def test_nawrot_pooling_by_hand():
+    """ gates 1 0 1 1 0 0 1 0 1: chunks {0} {1 2} {3} {4 5 6} {7 8}, each the mean of its bytes at their mean position,
+        no null group; byte t gets the chunk that closed at or before t, so a boundary byte reads its own chunk """
     torch.manual_seed(30)
     cfg = tiny(downsampler='nawrot', upsampler='nawrot')
     down, up = NawrotDownsampler(cfg), NawrotUpsampler(cfg)
-    gates = random_gates([0.3, 0.7], 30, seed=30)
-    ends, n = chunk_ends(gates)
-    x = torch.randn(2, 30, 32)
+    assert not list(down.parameters())
+    gates = torch.tensor([[1., 0, 1, 1, 0, 0, 1, 0, 1]])
+    ends, _ = chunk_ends(gates)
+    x = torch.randn(1, 9, 32)
     z, zpos = down(x, gates, ends)
-    c = chunk_ids(gates)
-    for b in range(2):
-        torch.testing.assert_close(z[b, 0], down.null.detach())
-        assert zpos[b, 0] == 0
-        for j in range(1, ends.size(1)):
-            if j - 1 < n[b]:
-                torch.testing.assert_close(z[b, j], x[b][c[b] == j - 1].mean(0))
-                assert zpos[b, j] == ends[b, j - 1] + 1
-            else:
-                assert (z[b, j] == 0).all()  # padding: no bytes
+    chunks = [[0], [1, 2], [3], [4, 5, 6], [7, 8]]
+    torch.testing.assert_close(z[0], torch.stack([x[0, c].mean(0) for c in chunks]))
+    assert zpos[0].tolist() == [0, 1.5, 3, 5, 7.5]
     zo = torch.randn_like(z)
-    torch.testing.assert_close(up(x, z, zo, gates, None, ends), x + gather(zo, c))
+    y = up(x, z, zo, gates, None, ends)
+    reads = [0, 0, 1, 2, 2, 2, 3, 3, 4]  # the last chunk whose last byte is <= t
+    torch.testing.assert_close(y[0], x[0] + zo[0, reads])
+    for t in (2, 3, 6, 8):  # the boundary bytes: the chunk that closed there
+        torch.testing.assert_close(y[0, t], x[0, t] + zo[0, [c[-1] for c in chunks].index(t)])
+
+
+def test_nawrot_pair_is_mean_and_add_in_value_with_gradient_to_the_gates():
+    """ forward: the nawrot down/up are the mean downsampler and the add upsampler (so any pair with them is causal);
+        backward: both pass a gradient to straight-through gates on their own """
+    soft, hard, ste = hard_and_straight_through_gates(seed=42)
+    cfg = tiny()
+    ends, _ = chunk_ends(hard)
+    x = torch.randn(3, 40, 32)
+    z = NawrotDownsampler(cfg)(x, ste, ends)[0]
+    torch.testing.assert_close(z, MeanDownsampler(cfg)(x, hard, ends)[0])
+    zo = torch.randn_like(z)
+    y = NawrotUpsampler(cfg)(x, z.detach(), zo, ste, None, ends)
+    torch.testing.assert_close(y, AddUpsampler(cfg)(x, z, zo, hard, None, ends))
+    for out in (z, y):
+        soft.grad = None
+        (out * torch.randn_like(out)).sum().backward(retain_graph=True)
+        assert soft.grad.abs().sum() > 0
+
+
+def test_nawrot_probs_are_the_relaxed_sample():
+    """ the paper's run: probs = s = sigmoid((z + logistic noise) / temp), gates = 1[s > 0.5], logits = logit(s) """
+    gater = NawrotGater(tiny(nawrot_temp=1.0))
+    x, idx = torch.randn(4, 64, 32), rows(4, 64, seed=43)
+    torch.manual_seed(44)
+    logits, probs, gates, _ = gater(x, idx)
+    z = gater.mlp(x).squeeze(-1)
+    torch.manual_seed(44)
+    u = torch.rand_like(z).clamp(1e-6, 1 - 1e-6)
+    torch.testing.assert_close(probs, torch.sigmoid(z + u.log() - (-u).log1p()))
+    torch.testing.assert_close(logits, probs.logit(), rtol=1e-4, atol=1e-4)
+    assert torch.equal(gates, (probs > 0.5).float())
+    assert (probs - torch.sigmoid(z)).abs().mean() > 0.1  # the noise is in them
 
 
 def test_ema_scan_equals_the_loop():
@@ -652,7 +685,46 @@ def test_unknown_variant_names(field):
         ByteUNet(tiny(**{field: 'bogus'}))
 
 
-@pytest.mark.parametrize('down,up', [('nawrot', 'add'), ('select', 'nawrot'), ('hnet', 'nawrot'), ('nawrot', 'hnet')])
-def test_nawrot_pair_goes_together(down, up):
-    with pytest.raises(ValueError, match='nawrot'):
-        ByteUNet(tiny(downsampler=down, upsampler=up))
+# -----------------------------------------------------------------------------
+# Word-boundary metrics: the docstring examples, and both ways of aligning with words
+
+
+def test_boundary_counts_and_metrics_docstring_example():
+    idx = torch.tensor([encode('hi you all')])
+    gates = torch.tensor([[1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 1]])
+    c = boundary_counts(idx, gates, torch.ones_like(idx, dtype=torch.bool))
+    assert c.tolist() == [4, 11, 1, 2, 2, 2]
+    assert boundary_metrics(c) == dict(rate=4 / 11, ws_boundary=0.5, word_boundary=1.0, boundary_precision=0.5)
+
+
+@pytest.mark.parametrize('side,expect', [('on', (1.0, 1.0, 4 / 5)), ('before', (0.0, 1.0, 4 / 5)),
+                                         ('inside', (0.0, 0.0, 0.0))])
+def test_boundary_metrics_either_side_of_the_space(side, expect):
+    """ 'ab cd ef gh i' (4 spaces, at 3 6 9 12): gates on the spaces, on the byte before each, or inside the words
+        (one byte earlier still); BOS's forced gate is the one off-edge gate in the first two """
+    idx = torch.tensor([encode('ab cd ef gh i')])
+    at = dict(on=[3, 6, 9, 12], before=[2, 5, 8, 11], inside=[1, 4, 7, 10])[side]
+    gates = torch.zeros_like(idx)
+    gates[0, [0] + at] = 1
+    m = boundary_metrics(boundary_counts(idx, gates, torch.ones_like(idx, dtype=torch.bool)))
+    assert (m['ws_boundary'], m['word_boundary'], m['boundary_precision']) == pytest.approx(expect)
+
+
+def test_boundary_counts_skip_padding_and_sum_over_rows():
+    """ padding (mask False) counts nowhere, not even as the whitespace after a row's last real byte; rows add up """
+    a, b = encode('ab cd'), encode('x y')
+    idx = torch.tensor([a, b + [32, 32]])                    # row 2 padded with spaces, masked out
+    mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    gates = torch.tensor([[1, 0, 1, 0, 0, 1], [1, 1, 0, 1, 1, 1]]) # row 2: 'x' (before ' '), 'y', two padded gates
+    c = boundary_counts(idx, gates, mask)
+    one = lambda i, g: boundary_counts(torch.tensor([i]), torch.tensor([g]), torch.ones(1, len(i), dtype=torch.bool))
+    assert c.tolist() == (one(a, gates[0].tolist()) + one(b, gates[1, :4].tolist())).tolist()
+    assert c.tolist() == [3 + 3, 6 + 4, 0, 1 + 1, 1 + 1, 1 + 1]
+    assert math.isnan(boundary_metrics(torch.zeros(6, dtype=torch.long))['ws_boundary'])
+
+
+@pytest.mark.parametrize('down,up', [('select', 'nawrot'), ('nawrot', 'add'), ('nawrot', 'hnet'), ('hnet', 'nawrot')])
+def test_mixed_nawrot_pairs_are_allowed(down, up):
+    """ no pairing rule: the nawrot down/up no longer shift by a slot, so every pair is causal (test_causal) """
+    out = ByteUNet(tiny(downsampler=down, upsampler=up))(rows(2, 64, seed=45))
+    assert torch.isfinite(out['logits']).all()
