@@ -20,10 +20,11 @@ import numpy as np
 import torch
 from lm_eval.api.model import LM
 
-from model import ByteUNet, UNetConfig, bpe_gates, next_byte_nll
-from model import BOS as _BOS, WHITESPACE as _WS # '_': constants, not config keys for the configurator
+from model import ByteUNet, UNetConfig, boundary_counts, boundary_metrics, bpe_gates, next_byte_nll
+from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 PAPER_TASKS = {'piqa': 'piqa', 'hellaswag': 'hellaswag', 'arc_easy': 'arc_easy', 'lambada': 'lambada_openai'}
+BOUNDARY = ('rate', 'ws_boundary', 'word_boundary', 'boundary_precision') # fineweb: model.boundary_metrics
 STOCHASTIC = ('uniform', 'bernoulli', 'linear', 'sequential', 'nawrot') # gaters that sample their gates
 
 
@@ -44,29 +45,27 @@ def score(model, rows, seed, ctx, enc=None, width=None):
 def split_rows(model, docs, batch_size, seed, ctx, enc=None):
     """ the paper's test protocol on documents (bytes): row BOS + the first block_size-1 bytes, padded to block_size,
         batches of the documents in order as train.py's estimate_val (np.array_split, seed + k for batch k) ->
-        per-document nll (nats) and byte counts (n,), and [gates, positions, gates at whitespace, whitespace] sums """
+        per-document nll (nats) and byte counts (n,), and the summed boundary_counts of the rows """
     T = model.config.block_size
-    nll, nbytes, counts = [], [], torch.zeros(4, dtype=torch.float64)
+    nll, nbytes, counts = [], [], torch.zeros(6, dtype=torch.long)
     for k, idx in enumerate(np.array_split(np.arange(len(docs)), max(1, len(docs) // batch_size))):
         rows = [[_BOS, *bytes(docs[i][:T - 1])] for i in idx]
         l, _, g = score(model, rows, seed + k, ctx, enc, width=T)
         M = torch.arange(T) < torch.tensor([len(r) for r in rows])[:, None] # (B, T) real: BOS and the bytes
         X = torch.tensor([r + [0] * (T - len(r)) for r in rows])
-        g, ws = g.bool() & M, torch.isin(X, torch.tensor(_WS)) & M
         nll += (l * M[:, 1:]).sum(1).tolist()
         nbytes += [len(r) - 1 for r in rows]
-        counts += torch.tensor([g.sum(), M.sum(), (g & ws).sum(), ws.sum()], dtype=torch.float64)
+        counts += boundary_counts(X, g, M)
     return np.array(nll), np.array(nbytes), counts
 
 
 def fineweb_metrics(nll, nbytes, counts):
     """ per-document bpb -> the paper's mean, its standard error (population std / sqrt(n), as the paper's script),
-        the byte-weighted corpus bpb, and the boundary rates over the real positions """
+        the byte-weighted corpus bpb, and model.boundary_metrics over the real positions (rate, ws_boundary, ...) """
     keep = nbytes > 0 # an empty document has no bpb
     bpb = nll[keep] / nbytes[keep] / math.log(2)
     return dict(bpb=bpb.mean(), bpb_se=bpb.std() / math.sqrt(len(bpb)), n=int(keep.sum()),
-                corpus_bpb=nll.sum() / nbytes.sum() / math.log(2), bytes=int(nbytes.sum()),
-                rate=(counts[0] / counts[1]).item(), ws_boundary=(counts[2] / counts[3]).item() if counts[3] else None)
+                corpus_bpb=nll.sum() / nbytes.sum() / math.log(2), bytes=int(nbytes.sum()), **boundary_metrics(counts))
 
 
 class ByteLM(LM):
@@ -274,10 +273,12 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     print(f"{'task':<12}{'n':>7}{'bpb':>9}{'± se':>9}{'acc':>8}{'acc_norm':>10}   other")
     show = lambda v, w, f: f"{v:>{w}{f}}" if v is not None else f"{'-':>{w}}"
     for t, r in results.items():
-        other = ', '.join(f"{k} {v:.4f}" for k, v in r.items() if k in ('corpus_bpb', 'rate', 'ws_boundary') and v is not None)
+        other = ', '.join(f"{k} {v:.4f}" for k, v in r.items() if k in BOUNDARY or k == 'corpus_bpb')
         other += f" ({r['dataset']} {r['split']})" if t == 'fineweb' else ''
         print(f"{t:<12}{r['n']:>7}{show(r['bpb'], 9, '.4f')}{show(r['bpb_se'], 9, '.4f')}{show(r.get('acc'), 8, '.4f')}"
               f"{show(r.get('acc_norm'), 10, '.4f')}   {other}")
+    nan_to_none = lambda v: None if isinstance(v, float) and math.isnan(v) else v # JSON has no NaN
+    results = {t: {k: nan_to_none(v) for k, v in r.items()} for t, r in results.items()}
     out = dict(command=' '.join([os.path.basename(sys.executable), *sys.argv]), checkpoint=ckpt_path,
                iter_num=checkpoint['iter_num'], gate_seed=seed, gates=gates_note, tasks=results)
     with open(os.path.join(out_dir, 'eval.json'), 'w') as f:

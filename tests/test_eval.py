@@ -164,6 +164,7 @@ def test_fineweb_protocol_matches_train_py_val_bpb(tmp_path):
     assert res['corpus_bpb'] == pytest.approx(val['bpb'], abs=1e-6)
     assert res['rate'] == pytest.approx(val['rate'], abs=1e-6)
     assert res['ws_boundary'] == pytest.approx(val['ws_boundary'], abs=1e-6)
+    assert 0 <= res['word_boundary'] <= 1 and 0 <= res['boundary_precision'] <= 1 # model.boundary_metrics, tested there
     model = ByteUNet(UNetConfig(**ckpt['model_args'])).eval()
     model.load_state_dict(ckpt['model'])
     per_doc = [] # directly: each batch of 4 rows padded to block_size, seeded 1337 + k, bits over the document's bytes
@@ -185,9 +186,12 @@ def test_one_line_errors(ckpt, tmp_path):
     r = run_eval(f'--out_dir={root}', '--tasks=fineweb', f'--data_dir={tmp_path}')
     assert r.returncode == 1 and 'no test split' in r.stderr and 'python prepare.py none' in r.stderr
     assert '--split=val' in r.stderr and 'Traceback' not in r.stderr
-    r = run_eval(f'--out_dir={root}', '--tasks=piqa_typo,fineweb', f'--data_dir={tmp_path}', '--split=val')
-    assert r.returncode == 1 and "unknown task 'piqa_typo'" in r.stderr and 'piqa' in r.stderr.split('close')[-1]
-    assert 'Traceback' not in r.stderr
-    r = run_eval(f'--out_dir={root}', '--tasks=piqa') # the hub, with the network switched off
+    (tmp_path / 'hub').mkdir() # piqa's own data source, the hub, with the network switched off
+    (tmp_path / 'hub' / 'hub_piqa.yaml').write_text('task: hub_piqa\ndataset_path: baber/piqa\n' # as lm-eval's piqa
+        "output_type: multiple_choice\nvalidation_split: validation\ndoc_to_text: '{{goal}}'\ndoc_to_target: label\n"
+        "doc_to_choice: '{{[sol1, sol2]}}'\n")
+    r = run_eval(f'--out_dir={root}', '--tasks=hub_piqa', f'--include_path={tmp_path / "hub"}')
     assert r.returncode == 1 and 'no network' in r.stderr and 'dataset_path: json' in r.stderr
-    assert 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()[-1]) > 50
+    assert 'Traceback' not in r.stderr and r.stderr.strip().splitlines()[-1].startswith('eval.py: cannot fetch')
+    r = run_eval(f'--out_dir={root}', '--tasks=piqa_typo,fineweb', f'--data_dir={tmp_path}', '--split=val')
+    assert r.returncode == 1 and "unknown task 'piqa_typo'" in r.stderr and 'Traceback' not in r.stderr
