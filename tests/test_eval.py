@@ -1,0 +1,197 @@
+"""
+eval.py as a user runs it: the lm-evaluation-harness adapter scores bytes as the model's logits do; a real harness run,
+offline, on a tiny local multiple-choice task gives acc in [0, 1] and the gold continuation's bpb of a direct
+computation; the fineweb protocol reproduces train.py's own val bpb on the same rows and seed; one-line errors.
+Run: python -m pytest -q tests/test_eval.py   (about a minute on 2 cores, most of it the harness's task index)
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+import torch
+from lm_eval.api.instance import Instance
+
+from conftest import ROOT
+from eval import ByteLM, gold_bpb
+from model import BOS, ByteUNet, UNetConfig, next_byte_nll
+
+OFFLINE = dict(os.environ, HF_DATASETS_OFFLINE='1', HF_HUB_OFFLINE='1', OMP_NUM_THREADS='1')
+QUESTIONS = [ # a tiny multiple-choice task: question, choices, index of the gold one
+    ('What is 1 + 1?', ['two', 'three', 'a cat'], 0),
+    ('Which is a colour?', ['table', 'blue'], 1),
+    ('def f(x): return', [' x', ' (', ' ]]]'], 0),
+    ('Where does the sun rise? In the', ['east', 'west', 'sea', 'north'], 0),
+    ('A café serves', ['coffee ☕', 'nails'], 0), # non-ASCII: bytes, not characters, count
+]
+YAML = """task: tiny_mc
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    validation: {path}
+output_type: multiple_choice
+validation_split: validation
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_target: label
+doc_to_choice: "{{{{choices}}}}"
+metric_list:
+  - metric: acc
+  - metric: acc_norm
+"""
+
+
+def tiny_model(gater='whitespace', seed=0):
+    torch.manual_seed(seed)
+    cfg = UNetConfig(block_size=64, n_embd=32, n_head=2, n_down=1, n_mid=1, n_up=1, window=16, gater=gater)
+    return ByteUNet(cfg).eval()
+
+
+def direct_ll(model, context, continuation):
+    """ the log-likelihood of the continuation's bytes after BOS + the context's, one row, straight from the logits """
+    ids = [BOS, *(context + continuation).encode('utf-8')[-(model.config.block_size - 1):]] # BOS + the last bytes
+    X = torch.tensor([ids])
+    with torch.no_grad():
+        nll = next_byte_nll(model(X)['logits'], X)[0]
+    n = len(continuation.encode('utf-8'))
+    return -nll[len(ids) - 1 - n:].sum().item()
+
+
+@pytest.fixture(scope='module')
+def ckpt(tmp_path_factory):
+    """ out_dir/ckpt.pt in train.py's format, a deterministic (whitespace) gater, so a direct computation sees the
+        same gates; and a local task folder: the json data and a YAML pointing at it """
+    root = tmp_path_factory.mktemp('eval')
+    model = tiny_model()
+    torch.save(dict(model=model.state_dict(), model_args=asdict(model.config), iter_num=7, best_val_loss=0.0,
+                    config=dict(dataset='none', data_dir=str(root), prescribe='', seed=1337)), root / 'ckpt.pt')
+    (root / 'tasks').mkdir()
+    with open(root / 'tiny_mc.jsonl', 'w') as f:
+        for q, c, label in QUESTIONS:
+            f.write(json.dumps(dict(question=q, choices=c, label=label)) + '\n')
+    (root / 'tasks' / 'tiny_mc.yaml').write_text(YAML.format(path=root / 'tiny_mc.jsonl'))
+    return root, model
+
+
+def run_eval(*args, env=OFFLINE):
+    return subprocess.run([sys.executable, 'eval.py', *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env=env)
+
+
+def test_adapter_loglikelihoods_equal_the_logits():
+    model = tiny_model()
+    reqs = [('Question: hi\nAnswer:', ' yes'), ('', 'abc'), ('x' * 100, ' tail'), ('naïve', ' café'), ('a b', ' c')]
+    lm = ByteLM(model, batch_size=2) # batches of different lengths: padding must not change a score
+    got = lm.loglikelihood([Instance('loglikelihood', {}, r, i) for i, r in enumerate(reqs)])
+    for (c, x), (ll, greedy) in zip(reqs, got):
+        assert ll == pytest.approx(direct_ll(model, c, x), abs=1e-4) # 'x' * 100: left-truncated to block_size
+        assert isinstance(greedy, bool)
+    text = 'def f(x):\n    return x + 1\n' * 5 # 140 bytes: rows BOS + 63, 63, 14 bytes
+    (rolled,) = lm.loglikelihood_rolling([Instance('loglikelihood_rolling', {}, (text,), 0)])
+    data = text.encode()
+    parts = [direct_ll(model, '', data[s:s + 63].decode()) for s in range(0, len(data), 63)]
+    assert rolled == pytest.approx(sum(parts), abs=1e-4)
+    with pytest.raises(NotImplementedError, match='does not generate'):
+        lm.generate_until([])
+
+
+def test_adapter_is_greedy_flag():
+    model = tiny_model()
+    X = torch.tensor([[BOS, *b'ab']])
+    with torch.no_grad():
+        best = model(X)['logits'][0, 2, :256].argmax().item() # the model's own next byte after 'ab'
+    got = ByteLM(model).loglikelihood([Instance('loglikelihood', {}, ('ab', chr(b)), b) for b in range(128)])
+    assert [g for _, g in got] == [b == best for b in range(128)] # one-byte characters: greedy iff the argmax
+
+
+def test_harness_run_on_a_local_task_offline(ckpt):
+    root, model = ckpt
+    r = run_eval(f'--out_dir={root}', '--tasks=tiny_mc', f'--include_path={root / "tasks"}', '--device=cpu',
+                 '--batch_size=3')
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    out = json.load(open(root / 'eval.json'))
+    res = out['tasks']['tiny_mc']
+    assert res['n'] == len(QUESTIONS) and 0 <= res['acc'] <= 1 and 0 <= res['acc_norm'] <= 1
+    gold = [-direct_ll(model, f'Question: {q}\nAnswer:', ' ' + c[label]) / len((' ' + c[label]).encode()) / math.log(2)
+            for q, c, label in QUESTIONS] # the harness joins context and choice with one space
+    assert res['bpb'] == pytest.approx(np.mean(gold), abs=1e-5)
+    assert res['bpb_se'] == pytest.approx(np.std(gold, ddof=1) / math.sqrt(len(gold)), abs=1e-5)
+    lls = [[direct_ll(model, f'Question: {q}\nAnswer:', ' ' + x) for x in c] for q, c, _ in QUESTIONS]
+    assert res['acc'] == pytest.approx(np.mean([np.argmax(l) == label for l, (_, _, label) in zip(lls, QUESTIONS)]))
+    assert out['iter_num'] == 7 and out['gate_seed'] == 1337 and 'eval.py' in out['command']
+    assert 'tiny_mc' in r.stdout and 'deterministic' in r.stdout # the table, and what the gates were
+
+
+def test_gold_bpb_reads_the_gold_choice_of_logged_samples():
+    samples = [dict(target=1, arguments=[('q', ' ab'), ('q', ' abcd')], filtered_resps=[(-1.0, False), (-4.0, True)]),
+               dict(target=' x', arguments=[('q', ' x')], filtered_resps=[(-2.0, True)]), # LAMBADA-like
+               dict(target='b', arguments=[('q', ' a'), ('q', ' b')], filtered_resps=[(-9.0, 0), (-3.0, 0)])]
+    assert gold_bpb(samples) == pytest.approx([4 / 5 / math.log(2), 2 / 2 / math.log(2), 3 / 2 / math.log(2)])
+
+
+def write_split(path, split, docs):
+    os.makedirs(path, exist_ok=True)
+    (path / f'{split}.bin').write_bytes(b''.join(docs))
+    np.save(path / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
+
+
+def test_fineweb_protocol_matches_train_py_val_bpb(tmp_path):
+    """ val and test hold the same 8 documents, each shorter than block_size-1 (one row each), and eval_iters *
+        batch_size = 8: train.py's val rows are then all 8 in order, batch k seeded seed + k, as eval.py's test rows
+        (if train.py's val row rule changes, this is the rule to keep in step) """
+    rng = np.random.default_rng(0)
+    words = [b'def ', b'return ', b'self', b'.x', b' = ', b'(', b')', b':\n', b'    ', b'if ', b'None', b'1']
+    train_docs = [b''.join(rng.choice(words, size=rng.integers(5, 30))) for _ in range(100)]
+    test_docs = [b''.join(rng.choice(words, size=rng.integers(3, 12)))[:62] for _ in range(8)]
+    for split, docs in (('train', train_docs), ('val', test_docs), ('test', test_docs)):
+        write_split(tmp_path / 'tiny', split, docs)
+    args = ['--device=cpu', '--dtype=float32', '--block_size=64', '--batch_size=4', '--n_embd=32', '--n_head=2',
+            '--n_down=1', '--n_mid=1', '--n_up=1', '--window=16', '--eval_iters=2', '--max_iters=4',
+            '--eval_interval=4', '--warmup_iters=1', f'--data_dir={tmp_path}', '--dataset=tiny', f'--out_dir={tmp_path}']
+    r = subprocess.run([sys.executable, 'train.py', *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env=OFFLINE) # the sequential gater: stochastic, so the seeding must agree too
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    val = [row for row in map(json.loads, open(tmp_path / 'log.jsonl')) if row['split'] == 'val'][-1]
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    assert val['iter'] == ckpt['iter_num'] == 4 # the logged val bpb is the saved checkpoint's
+    r = run_eval(f'--out_dir={tmp_path}', '--tasks=fineweb', '--batch_size=4', '--limit=8', '--device=cpu')
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    res = json.load(open(tmp_path / 'eval.json'))['tasks']['fineweb']
+    assert res['n'] == 8 and res['split'] == 'test'
+    assert res['corpus_bpb'] == pytest.approx(val['bpb'], abs=1e-6)
+    assert res['rate'] == pytest.approx(val['rate'], abs=1e-6)
+    assert res['ws_boundary'] == pytest.approx(val['ws_boundary'], abs=1e-6)
+    assert 0 <= res['word_boundary'] <= 1 and 0 <= res['boundary_precision'] <= 1 # model.boundary_metrics, tested there
+    model = ByteUNet(UNetConfig(**ckpt['model_args'])).eval()
+    model.load_state_dict(ckpt['model'])
+    per_doc = [] # directly: each batch of 4 rows padded to block_size, seeded 1337 + k, bits over the document's bytes
+    for k in range(2):
+        docs = test_docs[4 * k:4 * k + 4]
+        X = torch.tensor([[BOS, *d] + [0] * (63 - len(d)) for d in docs])
+        torch.manual_seed(1337 + k)
+        with torch.no_grad():
+            nll = next_byte_nll(model(X)['logits'], X)
+        per_doc += [nll[i, :len(d)].sum().item() / len(d) / math.log(2) for i, d in enumerate(docs)]
+    assert res['bpb'] == pytest.approx(np.mean(per_doc), abs=1e-6)
+    assert res['bpb_se'] == pytest.approx(np.std(per_doc) / math.sqrt(8), abs=1e-6)
+    assert 'samples them' in r.stdout and '1337' in r.stdout # the output says the gates were sampled, and how
+
+
+def test_one_line_errors(ckpt, tmp_path):
+    root, _ = ckpt
+    write_split(tmp_path / 'none', 'val', [b'abc'])
+    r = run_eval(f'--out_dir={root}', '--tasks=fineweb', f'--data_dir={tmp_path}')
+    assert r.returncode == 1 and 'no test split' in r.stderr and 'python prepare.py none' in r.stderr
+    assert '--split=val' in r.stderr and 'Traceback' not in r.stderr
+    (tmp_path / 'hub').mkdir() # piqa's own data source, the hub, with the network switched off
+    (tmp_path / 'hub' / 'hub_piqa.yaml').write_text('task: hub_piqa\ndataset_path: baber/piqa\n' # as lm-eval's piqa
+        "output_type: multiple_choice\nvalidation_split: validation\ndoc_to_text: '{{goal}}'\ndoc_to_target: label\n"
+        "doc_to_choice: '{{[sol1, sol2]}}'\n")
+    r = run_eval(f'--out_dir={root}', '--tasks=hub_piqa', f'--include_path={tmp_path / "hub"}')
+    assert r.returncode == 1 and 'no network' in r.stderr and 'dataset_path: json' in r.stderr
+    assert 'Traceback' not in r.stderr and r.stderr.strip().splitlines()[-1].startswith('eval.py: cannot fetch')
+    r = run_eval(f'--out_dir={root}', '--tasks=piqa_typo,fineweb', f'--data_dir={tmp_path}', '--split=val')
+    assert r.returncode == 1 and "unknown task 'piqa_typo'" in r.stderr and 'Traceback' not in r.stderr
