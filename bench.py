@@ -42,6 +42,7 @@ threads = 0 # torch threads; 0: torch's default (on a shared machine 1 keeps the
 table = '' # 'cpu' or 'gpu': the tables below instead of the per-method one
 base = '' # table=cpu: a checkout whose model.py is the 'before' of the training step (e.g. a clone of feab0e2)
 profile = False # table=cpu: also print a torch.profiler table of one step, before and after
+parts = 'sampler,forward,step' # table=cpu: which of its three tables
 reps = 3 # table=cpu: alternated repetitions of each measurement (median reported)
 sizes = '18m,73m' # table=gpu: PRESETS names, or 'tiny' (the n_embd/n_head/n_down/n_mid/n_up above)
 compiles = 'False,True' # table=gpu: torch.compile off, on
@@ -116,27 +117,29 @@ tiny_dims = dict(n_embd=n_embd, n_head=n_head, n_down=n_down, n_mid=n_mid, n_up=
 if table == 'cpu': # each pair alternated in one run, so a shared machine slows both alike
     print(f"$ {command}\n{device}, {torch.get_num_threads()} threads, medians of {reps} alternated runs")
     g = model_py.SequentialGater(UNetConfig(n_embd=64, filter_size=8)).train()
-    V, u = torch.randn(8, 4096, 8), torch.rand(8, 4096)
+    u = torch.rand(8, 4096)
     with torch.no_grad():
         V = g.filter(torch.randn(8, 4096, 64)).float()
     t_par, t_loop = [], []
-    for _ in range(reps):
+    for _ in range(reps if 'sampler' in parts else 0):
         t_par.append(timed(lambda: g.sample(V, u)))
         t_loop.append(timed(lambda: g.scan(V, u)))
-    assert torch.equal(g.sample(V, u), g.scan(V, u)[0])
-    print(f"\n| sampler, B=8 T=4096 w=8 | s |\n|---|---|\n| loop (scan) | {median(t_loop):.3f} |\n"
-          f"| parallel (sample) | {median(t_par):.4f} |\n| speed-up | {median(t_loop) / median(t_par):.1f}x |")
-    print("\n| forward, B=8 T=4096, train mode | uniform s | sequential s | sequential / uniform |\n|---|---|---|---|")
-    for label, dims in (('tiny (D=64, 1/2/1)', tiny_dims), ('18m (D=384, 2/6/2)', PRESETS['18m'])):
-        X = rows(8, 4096)
-        models = {m: build(model_py, m, 4096, **dims) for m in ('random', 'sequential')}
-        t = {m: [] for m in models}
-        for _ in range(reps + 1): # the first round warms up
-            for m, net in models.items():
-                t[m].append(timed(lambda: net(X)))
-        tu, ts = median(t['random'][1:]), median(t['sequential'][1:])
-        print(f"| {label} | {tu:.3f} | {ts:.3f} | {ts / tu:.3f} |")
-    if base:
+    if 'sampler' in parts:
+        print(f"\n| sampler, B=8 T=4096 w=8 | s |\n|---|---|\n| loop (scan) | {median(t_loop):.3f} |\n"
+              f"| parallel (sample) | {median(t_par):.4f} |\n| speed-up | {median(t_loop) / median(t_par):.1f}x |")
+    if 'forward' in parts:
+        print("\n| forward, B=8 T=4096, train mode | uniform s | sequential s | sequential / uniform |"
+              "\n|---|---|---|---|")
+        for label, dims in (('tiny (D=64, 1/2/1)', tiny_dims), ('18m (D=384, 2/6/2)', PRESETS['18m'])):
+            X = rows(8, 4096)
+            models = {m: build(model_py, m, 4096, **dims) for m in ('random', 'sequential')}
+            t = {m: [] for m in models}
+            for _ in range(reps + 1): # the first round warms up
+                for m, net in models.items():
+                    t[m].append(timed(lambda: net(X)))
+            tu, ts = median(t['random'][1:]), median(t['sequential'][1:])
+            print(f"| {label} | {tu:.3f} | {ts:.3f} | {ts / tu:.3f} |")
+    if base and 'step' in parts:
         spec = importlib.util.spec_from_file_location('model_base', os.path.join(base, 'model.py'))
         base_py = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(base_py)
