@@ -176,7 +176,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
         data, pos = bytes(full), range(len(full))
         learned = {t for t in pos if g[t]} # the learned boundaries: byte t ends a chunk
         b = boundary_metrics(boundary_counts(torch.tensor([list(data)]), torch.tensor([g]),
-                                             (torch.arange(len(data)) >= K)[None])) # over the printed bytes
+                                             torch.ones(1, len(data), dtype=torch.bool))) # over the printed bytes
         print(render(data, g, colour))
         print(f"--- learned: {len(pos)} bytes in {len(learned)} chunks, {len(pos) / max(len(learned), 1):.2f} "
               f"bytes/chunk; ws_boundary {b['ws_boundary']:.3f}, word_boundary {b['word_boundary']:.3f}, "
