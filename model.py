@@ -14,7 +14,6 @@ paper's method, `sequential`); the straight-through baselines (`hnet`, `nawrot`)
 Departures from the paper's code, each on purpose:
 - exact integer RoPE positions (the reference rounds them to bf16), fp32 master weights with bf16 autocast;
 - the sequential gater's scan starts from the forced first gate and runs on the model's device;
-- the nawrot upsampler's one-hot is not divided by its sum, so its gradient reaches the gates (zero in the paper's);
 - a sliding window of 64 keys including the query itself (flash-attn's window_size=(63, 0)).
 
 References: Dauncey & Wattenhofer 2026 (arXiv 2602.13940, the method); Hwang et al. 2025, H-Net (arXiv 2507.07955);
@@ -630,17 +629,6 @@ class DeviationUpsampler(AddUpsampler):
         return zo - z
 
 
-class NawrotUpsampler(AddUpsampler):
-    """ y_t = x_t + zo[u_t], u_t = read_ids as add (the paper's code shifts Nawrot's read by one, so a byte reads the
-        chunk that closed at or before it), through the one-hot trick so the gradient reaches the gates. A departure:
-        Nawrot's and the paper's code divide W by its sum over k (+1e-9), which keeps the value 1 but makes this
-        gradient 0 in fp32, so there only the pooling trains the boundary predictor """
-
-    def forward(self, x, z, zo, gates, probs, ends):
-        W = nawrot_onehot(gates.float().cumsum(-1) - 1, zo.size(1)) # (B, T, S), read ids u_t
-        return x + (W @ zo.float()).type_as(x)
-
-
 def ema_scan(z, p):
     """ z_bar_k = p_k z_k + (1 - p_k) z_bar_{k-1}, z_bar_{-1} = 0, for z (B, S, C), p (B, S), as one matmul:
         z_bar_k = sum_{j<=k} p_j z_j prod_{j<i<=k} (1 - p_i); in fp32 (the reference runs it in bf16) """
@@ -674,7 +662,8 @@ class HNetUpsampler(AddUpsampler):
 UPSAMPLERS = {
     'add': AddUpsampler,             # x + the latest chunk's mid output (the paper's method)
     'deviation': DeviationUpsampler, # x + what the mid layers changed in the latest chunk
-    'nawrot': NawrotUpsampler,       # as add, differentiable in the gates
+    'nawrot': AddUpsampler,          # Nawrot's read, as the paper's code shifts it: its one-hot is divided by its sum
+                                     # (+1e-9), value 1 and gradient 0, so it is add; only the pooling trains the gates
     'hnet': HNetUpsampler,           # EMA-smoothed chunks, straight-through confidence (so any gater's probs get
                                      # gradient from the byte loss through it), x added directly
 }
