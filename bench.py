@@ -55,10 +55,13 @@ SWEEP = { # setting -> (corpus made by prepare.py, block_size, train.py flags)
     # gate_scale 1/16 (the paper's) lets Adam move a gate logit by about lr/16 per step: too slow for 600 steps
     'pydocs_x10_scale1': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0']),
     'pydocs_x10_mid4': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--n_mid=4']),
-    # the paper's ablation directions, at pydocs_x10
-    'pydocs_x10_gamma1': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gamma=1.0']),
-    'pydocs_x10_no_consistency': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.0']),
-    'pydocs_x10_no_early_exit': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--early_exit_reward=False']),
+    'pydocs_scale1': ('pydocs', 256, ['--gate_scale=1.0']),
+    # the paper's ablation directions, at pydocs_x10_scale1
+    'pydocs_x10_scale1_gamma1': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0',
+                                                 '--gamma=1.0']),
+    'pydocs_x10_scale1_no_consistency': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.0', '--gate_scale=1.0']),
+    'pydocs_x10_scale1_no_early_exit': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0',
+                                                        '--early_exit_reward=False']),
 }
 SWEEP_RUNS = [] # what --sweep=all runs, in order: filled in below as the sweep was run
 
@@ -162,6 +165,20 @@ if sweep:
         cell = lambda k: f"{np.mean([r[k] for r in rs]):.4f} ± {np.std([r[k] for r in rs], ddof=1):.4f}" if len(rs) > 1 \
             else f"{rs[0][k]:.4f}"
         print(f"| {group[0]} | {group[1]} | {len(rs)} | " + ' | '.join(cell(k) for k in keys) + ' |')
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for group in dict.fromkeys((r['setting'], r['method']) for r in results.values()):
+        rs = [r for r in results.values() if (r['setting'], r['method']) == group]
+        if len(rs) < 2: # the seeded comparison only, the mean over its seeds (train.py's val rows, 64 windows)
+            continue
+        x = [c['bytes'] / 1e6 for c in rs[0]['curve']][1:]
+        for ax, k in zip(axes, ['bpb', 'ws_boundary']):
+            ax.plot(x, np.mean([[c[k] for c in r['curve']][1:] for r in rs], 0), label=f"{group[1]} ({group[0]})")
+    for ax, k in zip(axes, ['val bits per byte', 'share of whitespace bytes that end a chunk']):
+        ax.set_xlabel('bytes seen (millions)'), ax.set_ylabel(k), ax.grid(alpha=0.3), ax.legend()
+    plt.savefig(sweep_json.replace('.json', '.png'), dpi=120, bbox_inches='tight')
     sys.exit(0)
 
 if not compare:
