@@ -44,18 +44,13 @@ command = 'python bench.py ' + ' '.join(sys.argv[1:])
 
 # the gater sweep: the tiny model at small changes (data, batch, loss weights, depth), each run measured afterwards on
 # the same sweep_rows val windows for val bpb and the word-edge metrics; every run's numbers and command go to sweep_json
-SWEEP_BASE = ['config/train_tiny_pycode.py', '--eval_interval=150'] # 600 steps of 8 rows: ~7 min on a shared CPU core
+SWEEP_BASE = ['config/train_tiny_pycode.py', '--eval_interval=150'] # 600 steps of 8 x 256 bytes: ~10 min on a shared core
 SWEEP = { # setting -> (corpus made by prepare.py, block_size, train.py flags)
-    'pycode': ('pycode', 256, []),
-    'pycode_x10': ('pycode', 256, ['--pg_weight=0.1', '--rate_weight=0.1']),
-    'pydocs': ('pydocs', 256, []),
-    'pydocs_x10': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1']),
-    'pydocs_x30': ('pydocs', 256, ['--pg_weight=0.3', '--rate_weight=0.3']),
-    'pydocs_x10_b16': ('pydocs', 128, ['--pg_weight=0.1', '--rate_weight=0.1', '--batch_size=16']), # same bytes
-    # gate_scale 1/16 (the paper's) lets Adam move a gate logit by about lr/16 per step: too slow for 600 steps
+    'pydocs': ('pydocs', 256, []), # the tiny config on English: the paper's loss weights and gate scale
+    'pydocs_x10': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1']), # lambda_pi and lambda_c x10 together
+    # gate_scale 1/16 (the paper's): Adam moves each filter weight by about lr a step, so the gate logits move 16x
+    # slower than at scale 1, too slow to leave logit(rate) in 600 steps
     'pydocs_x10_scale1': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0']),
-    'pydocs_x10_mid4': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--n_mid=4']),
-    'pydocs_scale1': ('pydocs', 256, ['--gate_scale=1.0']),
     # the paper's ablation directions, at pydocs_x10_scale1
     'pydocs_x10_scale1_gamma1': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0',
                                                  '--gamma=1.0']),
@@ -63,7 +58,10 @@ SWEEP = { # setting -> (corpus made by prepare.py, block_size, train.py flags)
     'pydocs_x10_scale1_no_early_exit': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0',
                                                         '--early_exit_reward=False']),
 }
-SWEEP_RUNS = [] # what --sweep=all runs, in order: filled in below as the sweep was run
+SWEEP_RUNS = ['pydocs:random:1', 'pydocs_x10:sequential:1', 'pydocs_x10_scale1:sequential:1', 'pydocs:random:2',
+              'pydocs_x10_scale1:sequential:2', 'pydocs:random:3', 'pydocs_x10_scale1:sequential:3',
+              'pydocs_x10_scale1_gamma1:sequential:1', 'pydocs_x10_scale1_no_early_exit:sequential:1',
+              'pydocs_x10_scale1_no_consistency:sequential:1'] # what --sweep=all runs, in the order they were run
 
 def windows(name, block):
     """ data/<name>_w<block>: each document of data/<name> cut into pieces of block-1 bytes, one row each (the rows
