@@ -2,6 +2,7 @@
 Prepare a byte-level dataset: documents as their raw bytes, concatenated, plus the document boundaries.
 
     python prepare.py pycode                        # this Python's standard-library sources, no network
+    python prepare.py pydocs                        # their docstrings: English prose, no network
     python prepare.py files --path=DIR [--glob='**/*.txt']
     python prepare.py fineweb [--max_bytes=4e9] [--test_docs=32768] [--val_docs=256] [--max_doc_bytes=4095]
     python prepare.py codeparrot --source=PATH [--num_proc=4]   # a local json/jsonl/parquet copy (file or folder)
@@ -11,10 +12,12 @@ Writes data/NAME/{train,val}.bin (uint8, the documents concatenated) and data/NA
 fineweb and codeparrot also test.bin and test_offsets.npy, the paper's held-out documents for eval.py.
 """
 import argparse
+import ast
 import multiprocessing as mp
 import os
 import sys
 import sysconfig
+import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
@@ -27,7 +30,7 @@ HUB = {  # name -> (hub repo, config, text field, minimum UTF-8 bytes kept)
     'fineweb': ('HuggingFaceFW/fineweb', 'sample-100BT', 'text', 4097),  # the paper's filter: len > 4096
     'codeparrot': ('transformersbook/codeparrot', None, 'content', 4096),  # the paper's filter: len >= 4096
 }
-NAMES = [*HUB, 'pycode', 'files']
+NAMES = [*HUB, 'pycode', 'pydocs', 'files']
 SOURCE_EXTS = ('.json', '.jsonl', '.json.gz', '.jsonl.gz', '.parquet')
 # not the standard library, or deliberately broken test inputs
 PYCODE_SKIP = {'site-packages', 'dist-packages', '__pycache__', 'tokenizedata', 'encoded_modules'}
@@ -156,14 +159,30 @@ def list_files(root, pattern, skip=()):
     return sorted((r.as_posix(), p) for r, p in found if not any(s in skip or s[0] == '.' for s in r.parts))
 
 
+def docstrings(src):
+    """Python source (bytes) -> the docstrings of its module, classes and functions in source order, joined by blank
+    lines, as UTF-8: English prose where word edges are plain (pydocs); b'' if none or the file does not parse."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # invalid escapes in old sources are warnings, not our business
+            tree = ast.parse(src)
+    except (SyntaxError, ValueError):
+        return b''
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    docs = [ast.get_docstring(n) for n in [tree] + sorted(defs, key=lambda n: n.lineno)]
+    return '\n\n'.join(d for d in docs if d).encode('utf-8', errors='surrogateescape')
+
+
 def local_splits(a, files, pool):
     """(val, train) byte streams; a file is in val when the hash of its path says so (stable as files change)."""
     is_val = [zlib.crc32(rel.encode()) % a.val_every == 0 for rel, _ in files]
     if len(files) > 1 and not any(is_val):
         is_val[-1] = True  # a small folder still gets one val document
     read = lambda p: p.read_bytes()[:a.max_doc_bytes or None]  # bytes, not text: invalid UTF-8 is data too
-    val = pool.map(read, [p for (_, p), v in zip(files, is_val) if v])
-    train = pool.map(read, [p for (_, p), v in zip(files, is_val) if not v])
+    if a.name == 'pydocs':
+        read = lambda p: docstrings(p.read_bytes())[:a.max_doc_bytes or None]
+    val = (d for d in pool.map(read, [p for (_, p), v in zip(files, is_val) if v]) if d)  # files without docstrings
+    train = (d for d in pool.map(read, [p for (_, p), v in zip(files, is_val) if not v]) if d)  # give no document
     return val, train
 
 
@@ -187,12 +206,12 @@ def main(argv=None):
             splits = {'test': islice(docs, a.test_docs), 'val': islice(docs, a.val_docs), 'train': docs}
             splits = {k: v for k, v in splits.items() if k != 'test' or a.test_docs}
         else:
-            root = sysconfig.get_paths()['stdlib'] if a.name == 'pycode' else a.path
-            pattern, skip = ('**/*.py', PYCODE_SKIP) if a.name == 'pycode' else (a.glob, set())
+            root = sysconfig.get_paths()['stdlib'] if a.name in ('pycode', 'pydocs') else a.path
+            pattern, skip = ('**/*.py', PYCODE_SKIP) if a.name in ('pycode', 'pydocs') else (a.glob, set())
             files = list_files(root, pattern, skip)
             if not files:
                 sys.exit(f'prepare.py: no non-empty files match {pattern!r} under {root}')
-            bar.total = sum(p.stat().st_size for _, p in files)
+            bar.total = sum(p.stat().st_size for _, p in files) if a.name != 'pydocs' else None  # unknown
             splits = dict(zip(('val', 'train'), local_splits(a, files, pool)))
         made = not os.path.isdir(a.out_dir)
         os.makedirs(a.out_dir, exist_ok=True)

@@ -159,3 +159,22 @@ def test_errors(tmp_path, args, words):
     assert r.returncode != 0 and len(lines) == 1 and 'Traceback' not in r.stderr, r.stderr
     assert all(fill(w) in lines[0] for w in words), lines[0]
     assert not (tmp_path / 'out').exists()  # no files, not even an empty folder that looks like a dataset
+
+
+def test_docstrings():
+    src = (b'"""Module doc."""\nx = "a string, not a docstring"\nclass A:\n    """Class doc."""\n'
+           b'    def f(self):\n        """Method\n        doc, d\xc3\xa9dented."""\n        return 1\n'
+           b'async def g():\n    """G doc."""\ndef h():\n    pass\n')
+    assert prepare.docstrings(src) == 'Module doc.\n\nClass doc.\n\nMethod\ndoc, dédented.\n\nG doc.'.encode()
+    assert prepare.docstrings(b'def f(:\n') == b''  # does not parse: no document
+    assert prepare.docstrings(b'x = 1\n') == b''  # no docstrings: no document
+
+
+@pytest.mark.slow
+def test_pydocs(tmp_path):
+    prepare.main(['pydocs', f'--out_dir={tmp_path}'])
+    val, train = load(tmp_path, 'val'), load(tmp_path, 'train')
+    assert len(train) > 500 and len(val) > 10 and sum(map(len, train)) > 1e6  # megabytes of English prose
+    stdlib = Path(sysconfig.get_paths()['stdlib'])
+    assert prepare.docstrings((stdlib / 'textwrap.py').read_bytes()) in val + train  # one document per file
+    assert b'Text wrapping and filling' in b''.join(val + train)
