@@ -68,7 +68,7 @@ attn_softcap = 50.0
 gater = 'sequential'
 downsampler = 'select'
 upsampler = 'add'
-rate = 0.2
+rate = 0.2 # share of bytes that end a chunk: the gater's prior and the rate loss's target
 filter_size = 8
 gate_scale = 1 / 16
 gate_softcap = 6.0
@@ -82,14 +82,9 @@ pg_weight = 0.01 # lambda_pi: the score-function (REINFORCE) loss of the gater; 
 gamma = 0.99 # discount of later rewards along the bytes
 early_exit_reward = True # reward CE_early - CE; False: reward -CE
 batch_baseline = True # subtract the batch mean reward at each position
-rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - target); 'hnet': H-Net's ratio loss
+rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - rate); 'hnet': H-Net's ratio loss
 rate_weight = 0.01 # lambda_c
-rate_target = 0.2 # share of bytes that end a chunk
-rate_start = 0.2 # the target moves linearly from rate_start to rate_target over rate_warmup_iters
-rate_warmup_iters = 0
 aux_weight = 1.0 # weight of the model's own aux_loss (H-Net ratio loss, Nawrot's binomial prior)
-warm_start_iters = 0 # off-policy warm start: gates ~ Bernoulli(warm_start_rate), importance-weighted
-warm_start_rate = 0.2
 # adamw optimizer and schedule: linear warmup from 0.1*lr, then cosine to min_lr at lr_decay_iters
 learning_rate = 3e-3
 max_iters = 600
@@ -121,6 +116,8 @@ for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters
           'max_bad_steps'):
     if config[k] <= 0:
         raise SystemExit(f"train.py: --{k}={config[k]} must be positive")
+if rate_loss not in ('ours', 'hnet'):
+    raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours' or 'hnet'")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     raise SystemExit(f"train.py: --dtype={dtype}: use float32, bfloat16 or float16")
 if device.startswith('cuda') and not torch.cuda.is_available():
@@ -226,13 +223,13 @@ def get_rows(split, rows):
     for i, r in enumerate(rows):
         start, n = row_start[split][r], 1 + row_len[split][r] # BOS + bytes
         X[i, 0], X[i, 1:n], M[i, :n] = BOS, data[split][start:start + n - 1], True
-    G = None # BPE guidance: the tiktoken tokens of each row's bytes, looked up ahead of the model (see bpe_gates)
+    P = None # BPE guidance: the tiktoken tokens of each row's bytes, looked up ahead of the model (see bpe_gates)
     if prescribe == 'bpe':
-        G = torch.stack([bpe_gates(enc, x[1:m.sum()].astype(np.uint8).tobytes(), block_size) for x, m in zip(X, M)])
+        P = torch.stack([bpe_gates(enc, x[1:m.sum()].astype(np.uint8).tobytes(), block_size) for x, m in zip(X, M)])
     X, M = torch.from_numpy(X), torch.from_numpy(M)
     if device_type == 'cuda': # pin arrays, which allows us to move them to GPU asynchronously (non_blocking=True)
-        return [t.pin_memory().to(device, non_blocking=True) if t is not None else None for t in (X, M, G)]
-    return [t.to(device) if t is not None else None for t in (X, M, G)]
+        return [t.pin_memory().to(device, non_blocking=True) if t is not None else None for t in (X, M, P)]
+    return [t.to(device) if t is not None else None for t in (X, M, P)]
 
 _perm = {} # epoch -> its shuffled row order, for the epochs still being read
 def train_rows(it, micro):
@@ -313,6 +310,7 @@ if init_from == 'resume':
             f.writelines(rows)
         os.replace(log_path + '.tmp', log_path)
 raw_model = model # unwrapped, for saving, evaluation and the MFU estimate
+rate = raw_model.config.rate # the rate loss's target is the model's own rate (on resume, the checkpoint's)
 learned = not prescribe and any(True for _ in raw_model.gater.parameters()) # a gater that can collapse
 if master_process:
     print(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, gater={raw_model.config.gater}, "
@@ -348,20 +346,15 @@ def estimate_val():
     for k, rows in enumerate(np.array_split(picked, max(1, len(picked) // batch_size))):
         if k % ddp_world_size != ddp_rank:
             continue
-        X, M, G = get_rows('val', rows)
+        X, M, prescribed = get_rows('val', rows)
         torch.manual_seed(seed + k) # stochastic gaters sample the same way at every eval
         with ctx:
-            out = raw_model(X, gates=G)
+            out = raw_model(X, gates=prescribed)
         sums += batch_stats(X, M, out['gates'], next_byte_nll(out['logits'], X), next_byte_nll(out['early_logits'], X))
     if ddp:
         dist.all_reduce(sums)
     model.train()
     return summarize(sums)
-
-def get_target(it):
-    """ the rate target: linear from rate_start to rate_target over rate_warmup_iters """
-    return rate_target + (rate_start - rate_target) * max(0.0, 1 - it / rate_warmup_iters) \
-        if rate_warmup_iters else rate_target
 
 def get_lr(it):
     """ linear warmup from 0.1*lr (as the paper), then cosine down to min_lr """
@@ -401,7 +394,6 @@ signal.signal(signal.SIGUSR1, on_signal)
 
 # training loop
 t0 = time.time()
-forced = None
 stop, bad_run = 0, 0
 while True:
     lr = get_lr(iter_num)
@@ -417,10 +409,10 @@ while True:
                   f"boundary_precision {val['boundary_precision']:.3f}")
             log(dict(iter=iter_num, split='val', bytes=bytes_seen, **val))
             if learned and not eval_only: # a rate that drifts off target is the first sign of a collapsing gater
-                off_target = off_target + 1 if abs(val['rate'] - get_target(iter_num)) > 0.05 else 0
+                off_target = off_target + 1 if abs(val['rate'] - rate) > 0.05 else 0
                 if off_target >= 3:
                     print(f"warning: the val rate {val['rate']:.3f} has been more than 0.05 from its target "
-                          f"{get_target(iter_num):.3f} for {off_target} evals: the gater may be collapsing")
+                          f"{rate:.3f} for {off_target} evals: the gater may be collapsing")
             if val['loss'] < best_val_loss or always_save_checkpoint:
                 best_val_loss = min(best_val_loss, val['loss'])
                 if iter_num > 0 or init_from == 'resume':
@@ -429,8 +421,7 @@ while True:
     if iter_num == 0 and eval_only or iter_num >= max_iters:
         break
 
-    # the REINFORCE-with-discounting step, once per micro-batch
-    target = get_target(iter_num)
+    # one optimizer step: a forward, the REINFORCE step and a backward per micro-batch
     stats = torch.zeros(9, device=device)
     undecided = torch.zeros(2, device=device) # gate probabilities in (0.1, 0.9), real positions
     finite = torch.ones((), dtype=torch.bool, device=device)
@@ -438,55 +429,47 @@ while True:
         os.kill(os.getpid(), signal.SIGTERM) # fault injection (tests): rank 0 alone is preempted
     for micro_step in range(accum):
         micro = micro_step * (ddp_world_size // share) + ddp_rank // share # its place in the global batch
-        X, M, G = get_rows('train', np.split(train_rows(iter_num, micro), share)[ddp_rank % share]) # (share 1: all)
-        torch.manual_seed(sample_seed(iter_num, micro) * share + ddp_rank % share)
-        behaviour = None # on-policy: the gates are sampled from the policy itself
-        if iter_num < warm_start_iters: # off-policy warm start: gates from Bernoulli(warm_start_rate)
-            G = torch.bernoulli(torch.full(X.shape, warm_start_rate, device=device))
-            behaviour = torch.full(X.shape, warm_start_rate, device=device)
+        X, M, prescribed = get_rows('train', np.split(train_rows(iter_num, micro), share)[ddp_rank % share])
+        torch.manual_seed(sample_seed(iter_num, micro) * share + ddp_rank % share) # the gates' draw
         sync = nullcontext() if not ddp or micro_step == accum - 1 else model.no_sync() # all-reduce on the last
         with sync:
             with ctx:
-                out = model(X, gates=G)
-            m = M[:, 1:].float() # (B, T-1): 1 where the target byte is real; padding never enters a sum below
+                out = model(X, gates=prescribed)
+            # --- the REINFORCE step (README.md, "The reward" to "The loss"; tests/test_reinforce.py runs it) ---
+            Mf = M.float() # (B, T) 1 at real bytes; gate t is real if byte t is, prediction t if byte t+1 is
+            m = Mf[:, 1:] # (B, T-1)
             nll, nll_early = next_byte_nll(out['logits'], X), next_byte_nll(out['early_logits'], X) # (B, T-1)
-            n_targets = m.sum()
-            lm_loss = (nll * m).sum() / n_targets # nats per byte, final head
-            early_loss = (nll_early * m).sum() / n_targets
-            # reward of byte t+1's prediction: how much the full model beats the early exit on it (or just -CE)
+            lm_loss, early_loss = (nll * m).sum() / m.sum(), (nll_early * m).sum() / m.sum() # nats per byte
+            # r_t: how much the full model beats the early exit on byte t+1 (or just -CE)
             reward = (nll_early - nll).detach() if early_exit_reward else -nll.detach() # (B, T-1)
-            if batch_baseline: # per position, over the micro-batch (the paper's choice; not the global batch)
-                num, den = (reward * m).sum(0), m.sum(0) # (T-1,)
-                if share > 1: # its rows are spread over `share` processes: sum over them all
-                    nd = torch.zeros(gradient_accumulation_steps, 2, num.shape[0], device=device)
-                    nd[micro] = torch.stack([num, den])
-                    dist.all_reduce(nd)
-                    num, den = nd[micro]
-                reward = reward - num / den.clamp(min=1)
-            returns = discounted_returns(reward * m, gamma) # (B, T-1), G_t = A_t + gamma G_{t+1}
-            returns = F.pad(returns, (0, 1)) # (B, T): the gate at t gets the returns of the predictions at >= t
-            gate_logits, gate_probs, gates = out['gate_logits'].float(), out['gate_probs'].float(), out['gates']
-            logp = -F.binary_cross_entropy_with_logits(gate_logits, gates.float(), reduction='none') # log pi(g_t)
-            q = gate_probs.detach() if behaviour is None else behaviour # the probabilities the gates were drawn with
-            # per-decision importance ratio, 1 on-policy; off-policy it is a heuristic, exact only for
-            # independent gates with local rewards (tests/test_reinforce.py); the whole sequence's ratio would be exact
-            ratio = torch.where(gates > 0, gate_probs / q, (1 - gate_probs) / (1 - q)).detach()
-            ratio = torch.where(M, ratio, 0.0) # padding (and its 0/0) drops out
-            Mf = M.float()
-            pg_loss = -(ratio * returns * logp).sum() / Mf.sum() # on-policy, gamma=1: E[grad] = grad E[sum CE]
+            baseline = 0.0
+            if batch_baseline: # the mean reward at each position t over the micro-batch
+                sums = torch.stack([(reward * m).sum(0), m.sum(0)]) # (2, T-1) reward sum and count
+                if share > 1: # the micro-batch's rows are split over `share` processes: add up theirs
+                    slots = torch.zeros(gradient_accumulation_steps, *sums.shape, device=device) # one per micro-batch
+                    slots[micro] = sums
+                    dist.all_reduce(slots)
+                    sums = slots[micro]
+                baseline = sums[0] / sums[1].clamp(min=1) # (T-1,)
+            advantage = (reward - baseline) * m # (B, T-1) A_t, 0 at padding
+            returns = F.pad(discounted_returns(advantage, gamma), (0, 1)) # (B, T) gate t: the predictions >= t
+            gate_logits, gate_probs = out['gate_logits'].float(), out['gate_probs'].float() # (B, T)
+            logp = -F.binary_cross_entropy_with_logits(gate_logits, out['gates'].float(), reduction='none') # log pi
+            pg_loss = -(returns * logp).sum() / Mf.sum() # returns are 0 past a row's end
             mean_p = (gate_probs * Mf).sum() / Mf.sum()
-            if rate_loss == 'ours': # a uniform push on every free logit, down when above target, up when below
-                r_loss = (gate_logits * Mf).sum() / Mf.sum() * (mean_p - target).detach()
+            if rate_loss == 'ours': # a uniform push on every free logit, down when above the rate, up when below
+                r_loss = (gate_logits * Mf).sum() / Mf.sum() * (mean_p - rate).detach()
             else: # H-Net's ratio loss, minimal when both the realised rate and the mean probability are on target
-                r_loss = hnet_ratio_loss(gates.float(), gate_probs, target, Mf)
+                r_loss = hnet_ratio_loss(out['gates'].float(), gate_probs, rate, Mf)
             loss = ((1 - early_weight) * lm_loss + early_weight * early_loss + pg_weight * pg_loss
                     + rate_weight * r_loss + aux_weight * out['aux_loss'])
+            # --- end of the REINFORCE step ---
             if nan_at_iter <= iter_num < nan_at_iter + nan_iters and ddp_rank == ddp_world_size - 1:
                 loss = loss * math.nan # fault injection (tests): a loss spike gone non-finite on one rank
             finite &= torch.isfinite(loss)
             loss = loss / accum # the gradient is the mean over micro-steps (and DDP averages over processes)
             scaler.scale(loss).backward()
-        stats += batch_stats(X, M, gates, nll, nll_early)
+        stats += batch_stats(X, M, out['gates'], nll, nll_early)
         if learned:
             undecided += torch.stack([(((gate_probs > 0.1) & (gate_probs < 0.9)) * Mf).sum(), Mf.sum()]).detach()
     iter_bytes = sum(doc_bytes('train', train_rows(iter_num, k)) for k in range(gradient_accumulation_steps))

@@ -8,6 +8,5 @@ early_exit_reward = True
 batch_baseline = True
 rate_loss = 'ours'
 rate_weight = 2.0
-rate_target = 0.2
 early_weight = 0.0 # as the paper's run: the early head is not trained, yet it is the reward's baseline
 aux_weight = 0.0

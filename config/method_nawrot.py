@@ -6,6 +6,5 @@ nawrot_temp = 1.0 # the paper's run; Nawrot et al.'s own code uses 0.5
 pg_weight = 0.0
 rate_loss = 'ours' # the paper's run held the rate with its own loss at weight 2 ...
 rate_weight = 2.0
-rate_target = 0.2
 aux_weight = 0.0 # ... not Nawrot's binomial prior, which is the model's aux_loss: --aux_weight=1 --rate_weight=0 for that
 early_weight = 0.0

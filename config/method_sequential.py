@@ -10,6 +10,5 @@ early_exit_reward = True # r = CE_early - CE
 batch_baseline = True
 rate_loss = 'ours'
 rate_weight = 0.01 # lambda_c
-rate_target = 0.2
 early_weight = 0.1 # lambda_e
 aux_weight = 0.0

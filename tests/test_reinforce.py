@@ -1,67 +1,71 @@
 """
-The gater's REINFORCE estimator: discounted_returns against a reverse loop, the batch baseline, and, on a tiny
-U-Net whose every gate sequence is enumerated, that train.py's score-function loss has exactly the gradient of the
-expected loss (reward-to-go is unbiased by causality); what the off-policy importance ratio does and does not
-correct; the rate losses; and a sign check. train.py's step is inline, so its lines are mirrored in helpers below.
+The gater's REINFORCE estimator, run through train.py's own lines: the block between its markers
+`# --- the REINFORCE step` and `# --- end of the REINFORCE step ---` is cut out of train.py's source and executed here
+on a model's output (if train.py drifts, these tests see it). Checked: discounted_returns against a reverse loop; the
+batch baseline; on a tiny U-Net whose every gate sequence is enumerated, that the step's pg_loss has exactly the
+gradient of the expected loss (reward-to-go is unbiased by causality), with the early-exit reward too, and the batch
+baseline's (B-1)/B; the rate losses; and a sign check.
 Run: python -m pytest -q tests/test_reinforce.py   (about 15 s on 2 cores)
 """
+import ast
 import itertools
 import os
-import sys
+import textwrap
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # harmless if conftest did it
-from model import UNetConfig, ByteUNet, BOS, discounted_returns, hnet_ratio_loss, next_byte_nll, logit
-
-
+from conftest import ROOT
+from model import UNetConfig, ByteUNet, BOS, discounted_returns, hnet_ratio_loss, logit, next_byte_nll
 
 # -----------------------------------------------------------------------------
-# train.py's REINFORCE step, line for line (the "REINFORCE-with-discounting step" block of the training loop, from
-# `m = M[:, 1:].float()` to `r_loss = ...`), cut into pieces so a test can swap one of them
+# train.py's REINFORCE step, as it ships
 
-def rewards_of(out, X, early_exit_reward):
-    """ train.py: nll, nll_early = next_byte_nll(...); reward = (nll_early - nll).detach() if ... else -nll.detach() """
-    nll, nll_early = next_byte_nll(out['logits'], X), next_byte_nll(out['early_logits'], X)
-    return (nll_early - nll).detach() if early_exit_reward else -nll.detach() # (B, T-1)
+TRAIN = open(os.path.join(ROOT, 'train.py')).read()
 
 
-def batch_advantage(reward, m):
-    """ train.py: reward = reward - (reward * m).sum(0) / m.sum(0).clamp(min=1) """
-    return reward - (reward * m).sum(0) / m.sum(0).clamp(min=1)
+def step_source(src=TRAIN):
+    """ the lines between train.py's two step markers, dedented """
+    lines = src.splitlines()
+    a = [i for i, line in enumerate(lines) if line.strip().startswith('# --- the REINFORCE step')]
+    b = [i for i, line in enumerate(lines) if line.strip() == '# --- end of the REINFORCE step ---']
+    assert len(a) == 1 and len(b) == 1 and a[0] < b[0], "train.py lost its REINFORCE step markers"
+    return textwrap.dedent('\n'.join(lines[a[0] + 1:b[0]]))
 
 
-def returns_of(reward, m, gamma):
-    """ train.py: returns = discounted_returns(reward * m, gamma); returns = F.pad(returns, (0, 1)) """
-    return F.pad(discounted_returns(reward * m, gamma), (0, 1)) # (B, T)
+TREE = ast.parse(TRAIN)
+IMPORTS = compile(ast.Module([n for n in TREE.body if isinstance(n, (ast.Import, ast.ImportFrom))], type_ignores=[]),
+                  'train.py', 'exec') # the names the step uses, as train.py imports them
+DEFAULTS = {n.targets[0].id: n.value.value for n in TREE.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant)} # gamma, pg_weight, ...
 
 
-def pg_terms(out, M, returns, behaviour=None):
-    """ train.py, logp .. pg_loss: the entries -(ratio * returns * logp), (B, T); pg_loss is their sum / Mf.sum() """
-    gate_logits, gate_probs, gates = out['gate_logits'].float(), out['gate_probs'].float(), out['gates']
-    logp = -F.binary_cross_entropy_with_logits(gate_logits, gates.float(), reduction='none')
-    q = gate_probs.detach() if behaviour is None else behaviour
-    ratio = torch.where(gates > 0, gate_probs / q, (1 - gate_probs) / (1 - q)).detach()
-    ratio = torch.where(M, ratio, 0.0)
-    return -(ratio * returns * logp)
+def step(out, X, M, src=None, **config):
+    """ train.py's step on one micro-batch of one process (share = 1), train.py's defaults unless overridden:
+        its namespace after the step (reward, advantage, returns, logp, pg_loss, r_loss, loss, ...) """
+    ns = dict(DEFAULTS, share=1, device='cpu', out=out, X=X, M=M, **config)
+    exec(IMPORTS, ns)
+    exec(compile(src or STEP, 'train.py', 'exec'), ns)
+    return ns
 
 
-def pg_loss_of(out, X, M, gamma=0.99, early_exit_reward=True, batch_baseline=True, behaviour=None):
-    """ train.py's pg_loss with its defaults """
-    m = M[:, 1:].float()
-    reward = rewards_of(out, X, early_exit_reward)
-    if batch_baseline:
-        reward = batch_advantage(reward, m)
-    return pg_terms(out, M, returns_of(reward, m, gamma), behaviour).sum() / M.float().sum()
+STEP = step_source()
 
 
-def rate_loss_ours(gate_logits, gate_probs, M, target):
-    """ train.py: mean_p = ...; r_loss = (gate_logits * Mf).sum() / Mf.sum() * (mean_p - target).detach() """
-    Mf = M.float()
-    mean_p = (gate_probs * Mf).sum() / Mf.sum()
-    return (gate_logits * Mf).sum() / Mf.sum() * (mean_p - target).detach()
+def rows_of(out, i, j):
+    """ the rows i:j of a forward's output dict """
+    return {k: v[i:j] if torch.is_tensor(v) and v.dim() > 0 else v for k, v in out.items()}
+
+
+def fake_out(B, T, seed=0):
+    """ a forward's output without a model: random logits and gate logits, sampled gates """
+    g = torch.Generator().manual_seed(seed)
+    gate_logits = torch.randn(B, T, generator=g, dtype=torch.float64)
+    probs = torch.sigmoid(gate_logits)
+    return dict(logits=torch.randn(B, T, 256, generator=g), early_logits=torch.randn(B, T, 256, generator=g),
+                gate_logits=gate_logits, gate_probs=probs, gates=torch.bernoulli(probs.detach(), generator=g),
+                aux_loss=torch.zeros(()))
 
 # -----------------------------------------------------------------------------
 # a tiny U-Net and every gate sequence of one row
@@ -153,23 +157,29 @@ def test_discounted_returns_matches_reverse_loop_with_padding():
 # 2. the batch baseline
 
 def test_batch_advantage_centres_each_position_and_survives_all_padding():
-    torch.manual_seed(0)
-    reward = torch.randn(5, 9, dtype=torch.float64)
-    lengths = torch.tensor([9, 6, 4, 4, 1])
-    m = (torch.arange(9)[None, :] < lengths[:, None]).double()
-    m[:, 7:] = 0.0 # positions 7 and 8 are padding in every row: 0/0 without the clamp
-    A = batch_advantage(reward, m)
-    assert torch.isfinite(A).all()
-    torch.testing.assert_close((A * m).sum(0), torch.zeros(9, dtype=torch.float64), rtol=0, atol=1e-12)
+    B, T = 5, 10
+    M = torch.arange(T)[None, :] < torch.tensor([10, 7, 5, 5, 2])[:, None]
+    M[:, 8:] = False # predictions 7 and 8 are padding in every row: 0/0 without the clamp
+    ns = step(fake_out(B, T), torch.randint(0, 256, (B, T)), M)
+    reward, A, m, returns = ns['reward'], ns['advantage'], M[:, 1:], ns['returns']
+    assert torch.isfinite(A).all() and torch.isfinite(returns).all()
+    torch.testing.assert_close(A.sum(0), torch.zeros(T - 1), rtol=0, atol=1e-5)
     for t in range(7): # the baseline is the mean of the real rewards at that position
-        real = m[:, t] > 0
+        real = m[:, t]
         torch.testing.assert_close(A[real, t], reward[real, t] - reward[real, t].mean())
-    assert torch.all((A * m)[:, 7:] == 0)
-    G = returns_of(A, m, 0.99)
-    assert torch.isfinite(G).all() and torch.all(G[:, 7:] == 0)
+    assert torch.all(A[~m] == 0) and torch.all(returns[~M] == 0) # nothing from the padding, nothing into it
 
 # -----------------------------------------------------------------------------
 # 3. the score-function identity, by enumeration: E_pi[grad of pg_loss] = grad E_pi[loss]
+
+def pg_sums(out, X, M, k, src=None, **config):
+    """ train.py's pg_loss times its count of real gates, on each micro-batch of k consecutive rows: (len(X) / k,) """
+    return torch.stack([step(rows_of(out, i, i + k), X[i:i + k], M[i:i + k], src, **config)['pg_loss'] * M[i:i + k].sum()
+                        for i in range(0, len(X), k)])
+
+
+ONE_ROW = dict(gamma=1.0, batch_baseline=False) # one row per micro-batch: no baseline, no discount
+
 
 def test_reward_to_go_is_the_exact_gradient_of_the_expected_loss():
     """ gate t is credited with the rewards of the predictions at >= t; the predictions before t cannot depend on
@@ -177,20 +187,17 @@ def test_reward_to_go_is_the_exact_gradient_of_the_expected_loss():
     model = tiny_model()
     X, M, out, pi = enumerate_row(model)
     params = list(model.gater.parameters())
-    m = M[:, 1:].double()
-    nll = next_byte_nll(out['logits'], X)
-    exact = grad((pi * nll.sum(1).detach()).sum(), params) # d/dtheta sum_g pi(g) L(g)
+    exact = grad((pi * next_byte_nll(out['logits'], X).sum(1).detach()).sum(), params) # d/dtheta sum_g pi(g) L(g)
     assert exact.norm() > 0.1
-
-    reward = rewards_of(out, X, early_exit_reward=False) # -CE, no baseline, gamma = 1
-    returns = returns_of(reward, m, 1.0)
-    est = grad((pi.detach()[:, None] * pg_terms(out, M, returns)).sum(), params)
+    est = grad((pi.detach() * pg_sums(out, X, M, 1, early_exit_reward=False, **ONE_ROW)).sum(), params) # r = -CE
     assert_grad_close(est, exact)
 
     # the test has teeth: crediting gate t with the predictions from t+1 on misses the prediction at t, which reads
     # the chunk g_t closes, and the estimate is then far off
-    shifted = F.pad(returns[:, 1:], (0, 1))
-    wrong = grad((pi.detach()[:, None] * pg_terms(out, M, shifted)).sum(), params)
+    line = 'F.pad(discounted_returns(advantage, gamma), (0, 1))'
+    assert STEP.count(line) == 1, f"train.py's step no longer has `{line}`: update this mutation"
+    shifted = STEP.replace(line, 'F.pad(discounted_returns(advantage, gamma)[:, 1:], (0, 2))')
+    wrong = grad((pi.detach() * pg_sums(out, X, M, 1, shifted, early_exit_reward=False, **ONE_ROW)).sum(), params)
     assert rel_err(wrong, exact) > 0.1
 
 
@@ -201,8 +208,8 @@ def test_early_exit_reward_is_the_exact_gradient_of_the_expected_gain():
     params = list(model.gater.parameters())
     nll, nll_early = next_byte_nll(out['logits'], X), next_byte_nll(out['early_logits'], X)
     exact = grad((pi * (nll - nll_early).sum(1).detach()).sum(), params)
-    returns = returns_of(rewards_of(out, X, early_exit_reward=True), M[:, 1:].double(), 1.0)
-    est = grad((pi.detach()[:, None] * pg_terms(out, M, returns)).sum(), params)
+    assert DEFAULTS['early_exit_reward']
+    est = grad((pi.detach() * pg_sums(out, X, M, 1, **ONE_ROW)).sum(), params)
     assert_grad_close(est, exact)
 
 
@@ -223,95 +230,24 @@ def test_batch_baseline_scales_the_expected_gradient_by_b_minus_1_over_b():
     params = list(model.gater.parameters())
     nll = next_byte_nll(out['logits'], X)
     exact = grad((pi * nll.sum(1).view(len(combos), B).sum(1).detach()).sum(), params) # grad E[sum_b L_b]
-    reward, m = rewards_of(out, X, early_exit_reward=False), M[:, 1:].double()
-    A = torch.cat([batch_advantage(reward[k:k + B], m[k:k + B]) for k in range(0, len(X), B)]) # per micro-batch
-    terms = pg_terms(out, M, returns_of(A, m, 1.0)).sum(1).view(len(combos), B).sum(1)
-    est = grad((pi.detach() * terms).sum(), params)
+    assert DEFAULTS['batch_baseline']
+    est = grad((pi.detach() * pg_sums(out, X, M, B, gamma=1.0, early_exit_reward=False)).sum(), params)
     assert_grad_close(est, (B - 1) / B * exact)
 
 # -----------------------------------------------------------------------------
-# 4. the off-policy importance ratio (the warm start): train.py weights each decision by its own ratio
-# rho_t = pi_t / q_t, not by the product over the gates drawn so far. That is unbiased only when the gates are
-# independent AND each reward depends on its own gate only; otherwise the other gates come from q, not pi.
-
-Q = 0.3 # the behaviour policy: free gates i.i.d. Bernoulli(Q)
-
-
-def behaviour_probs(G):
-    """ q(g) over the free gates of each row of G (the forced ends are not drawn) """
-    free = G[:, 1:-1].double()
-    return (Q ** free * (1 - Q) ** (1 - free)).prod(1)
-
-
-def off_policy_expectation(model, reward_fn, weight='per_decision'):
-    """ sum_g q(g) * grad of the importance-weighted pg loss, gamma = 1, no baseline; and the on-policy exact grad """
-    X, M, out, pi = enumerate_row(model)
-    params = list(model.gater.parameters())
-    G, m = out['gates'], M[:, 1:].double()
-    reward = reward_fn(out, X, G)
-    exact = grad((pi * -reward.sum(1)).sum(), params) # grad sum_g pi(g) L(g), L = -sum of rewards
-    behaviour = torch.full(X.shape, Q, dtype=torch.float64)
-    if weight == 'per_decision': # train.py
-        terms = pg_terms(out, M, returns_of(reward, m, 1.0), behaviour)
-    else: # the whole sequence's ratio pi(g) / q(g) on every decision
-        terms = pg_terms(out, M, returns_of(reward, m, 1.0)) * (pi / behaviour_probs(G)).detach()[:, None]
-    return grad((behaviour_probs(G)[:, None] * terms).sum(), params), exact
-
-
-def ce_reward(out, X, G):
-    return rewards_of(out, X, early_exit_reward=False)
-
-
-def local_reward(out, X, G):
-    """ a reward per prediction that depends on its own gate only: r_k = c_k + d_k g_k """
-    c = torch.linspace(-1, 1, X.size(1) - 1, dtype=torch.float64)
-    d = torch.linspace(2, -1, X.size(1) - 1, dtype=torch.float64)
-    return c + d * G[:, :-1].double()
-
-
-def test_sequence_ratio_makes_off_policy_gates_unbiased():
-    model = tiny_model(seed=3)
-    est, exact = off_policy_expectation(model, ce_reward, weight='sequence')
-    assert_grad_close(est, exact)
-
-
-def test_per_decision_ratio_is_unbiased_for_independent_gates_and_local_rewards():
-    for gater, kw in (('linear', {}), ('sequential', dict(filter_size=1))): # filter_size 1: no gate history
-        est, exact = off_policy_expectation(tiny_model(gater, seed=4, **kw), local_reward)
-        assert_grad_close(est, exact)
-
-
-def test_per_decision_ratio_is_biased_otherwise():
-    """ what train.py's warm start really estimates: each decision's gradient with every OTHER gate drawn from q.
-        Biased when a reward depends on several gates (the U-Net's CE) or when the policy sees its history """
-    for gater, reward_fn in (('linear', ce_reward), ('sequential', ce_reward), ('sequential', local_reward)):
-        est, exact = off_policy_expectation(tiny_model(gater, seed=5), reward_fn)
-        assert rel_err(est, exact) > 0.02, (gater, reward_fn.__name__)
-
-
-def test_on_policy_ratio_is_one():
-    model = tiny_model(seed=6)
-    X = torch.tensor(ROW).expand(8, -1)
-    torch.manual_seed(0)
-    out = model(X) # sampled by the gater's own scan
-    q = out['gate_probs'].detach().float()
-    gp, gates = out['gate_probs'].float(), out['gates']
-    ratio = torch.where(gates > 0, gp / q, (1 - gp) / (1 - q)).detach() # train.py's line
-    assert torch.equal(ratio, torch.ones_like(ratio))
-
-# -----------------------------------------------------------------------------
-# 5. rate control
+# 4. rate control
 
 def test_rate_loss_ours_pushes_every_real_logit_equally():
-    torch.manual_seed(0)
-    gate_logits = torch.randn(3, 10, dtype=torch.float64, requires_grad=True)
+    out = fake_out(3, 10)
+    gate_logits = out['gate_logits'].float().requires_grad_()
+    probs = torch.sigmoid(gate_logits)
     M = torch.ones(3, 10, dtype=torch.bool)
     M[1, 6:] = False
     M[2, 3:] = False
     target = 0.2
-    probs = torch.sigmoid(gate_logits)
-    r_loss = rate_loss_ours(gate_logits, probs, M, target)
-    r_loss.backward()
+    assert DEFAULTS['rate_loss'] == 'ours'
+    step(dict(out, gate_logits=gate_logits, gate_probs=probs), torch.zeros(3, 10, dtype=torch.long), M,
+         rate=target)['r_loss'].backward()
     N = M.sum()
     mean_p = probs[M].mean()
     expected = torch.where(M, (mean_p - target) / N, 0.0).detach()
@@ -334,7 +270,7 @@ def realised_rate_after(gater, start_rate, target, steps=50, **kw):
     for _ in range(steps + 1):
         out = model(X)
         rates.append(out['gate_probs'][M].mean().item())
-        r_loss = rate_loss_ours(out['gate_logits'].float(), out['gate_probs'].float(), M, target)
+        r_loss = step(out, X, M, rate=target)['r_loss']
         opt.zero_grad()
         r_loss.backward()
         opt.step()
@@ -366,12 +302,12 @@ def test_hnet_ratio_loss_gradient():
     torch.testing.assert_close(hnet_ratio_loss(on_target, torch.full((2, 5), 0.2), 0.2), torch.tensor(1.0))
 
 # -----------------------------------------------------------------------------
-# 6. sign check: a gate that lowers the loss becomes more likely under pg_loss alone
+# 5. sign check: a gate that lowers the loss becomes more likely under pg_loss alone
 
 def gate_prob_after(sign, j=5, steps=20):
-    """ reward +sign for the prediction at j if gate j is 1 (so a gate there helps when sign = +1), on-policy
-        gates, train.py's baseline and gamma; Adam on pg_loss alone; the mean probability of gate j, before and
-        after """
+    """ reward about +3 sign for the prediction at j if gate j is 1 (so a gate there helps when sign = +1), 0
+        otherwise: the early exit's logit of byte j+1 is -3 sign g_j, the final head's logits are all 0. On-policy
+        gates, train.py's baseline and gamma; Adam on pg_loss alone; the mean probability of gate j, before and after """
     model = tiny_model('linear', seed=8).float()
     torch.nn.init.zeros_(model.gater.proj.weight) # p = 0.2 at every position
     X = torch.tensor(ROW + list(b'y = 2\n\n\n')).expand(32, -1)
@@ -382,10 +318,9 @@ def gate_prob_after(sign, j=5, steps=20):
     for _ in range(steps + 1):
         out = model(X)
         probs.append(out['gate_probs'][:, j].mean().item())
-        reward = torch.zeros(X.size(0), X.size(1) - 1)
-        reward[:, j] = sign * out['gates'][:, j].float()
-        m = M[:, 1:].float()
-        pg_loss = pg_terms(out, M, returns_of(batch_advantage(reward, m), m, 0.99)).sum() / M.float().sum()
+        early = torch.zeros(*X.shape, 256)
+        early[:, j, X[0, j + 1]] = -3.0 * sign * out['gates'][:, j].detach().float()
+        pg_loss = step(dict(out, logits=torch.zeros(*X.shape, 256), early_logits=early), X, M)['pg_loss']
         opt.zero_grad()
         pg_loss.backward()
         opt.step()
@@ -399,15 +334,15 @@ def test_pg_loss_raises_a_helpful_gate_and_lowers_a_harmful_one():
     assert before < 0.21 and after < 0.05, (before, after)
 
 
-def test_pg_loss_defaults_are_finite_with_padding():
-    """ the defaults path (early-exit reward, baseline, gamma 0.99) runs end to end and is finite with padding """
+def test_the_step_with_its_defaults_is_finite_with_padding():
+    """ the defaults path (early-exit reward, baseline, gamma 0.99, every loss) runs end to end, finite with padding """
     model = tiny_model(seed=9).float()
     X = torch.tensor(ROW * 2).view(2, -1)
     M = torch.ones_like(X, dtype=torch.bool)
     M[1, 9:] = False
     torch.manual_seed(0)
     out = model(X)
-    loss = pg_loss_of(out, X, M)
+    loss = step(out, X, M)['loss'] # the whole loss of train.py's defaults
     assert torch.isfinite(loss)
     loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.gater.parameters())
