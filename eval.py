@@ -107,7 +107,7 @@ class ByteLM(LM):
         return res
 
     def loglikelihood_rolling(self, requests):
-        """ (text,) -> log p(text bytes): rows BOS + consecutive block_size-1 byte windows (DESIGN.md's rows),
+        """ (text,) -> log p(text bytes): rows BOS + consecutive block_size-1 byte windows (train.py's rows),
             every byte scored once, each window from a fresh BOS as in training """
         rows, owner = [], []
         for i, r in enumerate(requests):
@@ -229,7 +229,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     try:
         checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
         model = ByteUNet(UNetConfig(**checkpoint['model_args']))
-        model.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in checkpoint['model'].items()})
+        model.load_state_dict(checkpoint['model']) # train.py saves the uncompiled raw_model's state_dict
     except Exception as e: # a truncated file, another format, a device that is not there: one line, no traceback
         why = str(e).partition('\n')[0]
         raise SystemExit(f"eval.py: cannot load {ckpt_path}: {type(e).__name__}: {why}")

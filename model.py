@@ -7,9 +7,11 @@ An autoregressive U-Net over raw bytes that learns where its token boundaries go
                           +-> early-exit head (a cheap next-byte guess; the RL reward is how much the rest helps)
 
 The byte layers attend over a sliding window of 64 bytes; the mid layers see one vector per chunk, about one in
-five bytes, so most of the compute is spent at chunk rate. The gater is trained by REINFORCE in train.py (the
-paper's method, `sequential`); the straight-through baselines (`hnet`, `nawrot`) and fixed boundaries (`uniform`,
-`equidistant`, `whitespace`, BPE through `gates=`) share the same model, so a comparison is one flag away.
+five bytes, so a mid layer costs about a fifth of a byte layer. By flops_per_byte the byte layers still take 60-75%
+of the training FLOPs of the presets up to 147m; the mid layers take most only in 130m (58%) and 346m (70%).
+The gater is trained by REINFORCE in train.py (the paper's method, `sequential`); the straight-through baselines
+(`hnet`, `nawrot`) and fixed boundaries (`uniform`, `equidistant`, `whitespace`, BPE through `gates=`) share the same
+model, so a comparison is one flag away.
 
 Departures from the paper's code, each on purpose:
 - exact integer RoPE positions (the reference rounds them to bf16), fp32 master weights with bf16 autocast;
@@ -37,6 +39,7 @@ except ImportError:
     flash_attn_func = None
 
 BOS = 256  # ids 0..255 are bytes, 256 opens every row; 257..319 pad the head to a multiple of 64 and are never sampled
+CERTAIN = 100.0  # the logit of a decision that is not drawn (forced ends, fixed gaters): sigmoid(100) = 1 in fp32
 WHITESPACE = (9, 10, 11, 12, 13, 32)  # \t \n \v \f \r and ' ': the whitespace gater and the boundary metrics
 
 
@@ -125,23 +128,6 @@ def attention(q, k, v, window, softcap):
     else:
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     return y.transpose(1, 2)
-
-
-def local_attention(q, k, v, W, softcap):
-    """ sliding-window causal attention without flash-attn: blocks of W queries, each against the W keys of its own
-        block and the W of the block before (zeros before block 0), so the scores take O(T*W) memory, not O(T^2) """
-    B, T, H, d = q.shape
-    n = -(-T // W) # blocks, the last one right-padded (padded keys lie in the future of every real query)
-    q, k, v = (F.pad(t.transpose(1, 2), (0, 0, 0, n * W - T)).view(B, H, n, W, d) for t in (q, k, v))
-    k, v = (torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1], t], dim=3) for t in (k, v)) # (B, H, n, 2W, d)
-    s = (q @ k.transpose(-2, -1)) / math.sqrt(d) # (B, H, n, W, 2W)
-    if softcap:
-        s = softcap * torch.tanh(s / softcap)
-    i, j, b = (torch.arange(m, device=q.device) for m in (W, 2 * W, n))
-    i = i[:, None] + W # the queries sit in the second half of their 2W keys
-    allowed = (j <= i) & (j > i - W) & ((b[:, None, None] > 0) | (j >= W)) # (n, W, 2W)
-    y = F.softmax(s.float().masked_fill(~allowed, float('-inf')), dim=-1).type_as(v) @ v # (B, H, n, W, d)
-    return y.reshape(B, H, n * W, d)[:, :, :T].transpose(1, 2)
 
 
 class KVCache:
@@ -248,32 +234,6 @@ def gather(z, ids):
     return torch.gather(z, 1, ids[..., None].expand(-1, -1, z.size(-1)))
 
 
-def discounted_returns(r, gamma, block=64):
-    """ G[:, t] = sum_k gamma**k * r[:, t+k] (no host sync, no scipy): a matmul inside blocks of 64 positions, then
-        each block adds the discounted return at the start of the next, O(T * 64) not O(T^2):
-        r 1 0 0 2, gamma 0.5 -> G 1.25 0.5 1 2 """
-    T = r.size(-1)
-    L = min(block, T)
-    n = -(-T // L)
-    def decay(m, g):                                           # (m, m): [t, k] = g**(k-t) where k >= t, else 0
-        t = torch.arange(m, device=r.device)
-        lag = t[None, :] - t[:, None]
-        return torch.where(lag >= 0, g ** lag.clamp(min=0).to(r.dtype), 0.0)
-    G = F.pad(r, (0, n * L - T)).unflatten(-1, (n, L)) @ decay(L, gamma).T # (..., n, L), within each block
-    first = G[..., 0] @ decay(n, gamma ** L).T                 # (..., n), the returns at each block's first position
-    carry = F.pad(first[..., 1:], (0, 1))[..., None]           # the next block's, 0 after the last
-    G = G + carry * gamma ** (L - torch.arange(L, device=r.device)).to(r.dtype)
-    return G.flatten(-2)[..., :T]
-
-
-def hnet_ratio_loss(gates, probs, rate, mask=None):
-    """ H-Net's load-balancing loss N/(N-1) * ((1-F)(1-G) + (N-1) F G), N = 1/rate; minimum 1 at F = G = rate """
-    mask = torch.ones_like(probs) if mask is None else mask.to(probs.dtype)
-    N = 1 / rate
-    f = ((gates.detach() * mask).sum() / mask.sum())           # F: fraction of bytes that end a chunk, no gradient
-    g = (probs * mask).sum() / mask.sum()                      # G: mean boundary probability
-    return N / (N - 1) * ((1 - f) * (1 - g) + (N - 1) * f * g)
-
 # -----------------------------------------------------------------------------
 # Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, aux_loss, each (B, T) but aux_loss (scalar).
 # x is the down layers' output. With `gates` given they are prescribed (no sampling) and the policy is scored on
@@ -308,36 +268,51 @@ class UniformGater(nn.Module):
         return p, (u < p).float()
 
 
-class BernoulliGater(UniformGater):
+class BernoulliGater(nn.Module):
     """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies """
+
+    def __init__(self, config):
+        super().__init__()
+        self.rate = config.rate
 
     def forward(self, x, idx, gates=None):
         probs = torch.full(idx.shape, self.rate, device=idx.device)
         gates = torch.bernoulli(probs) if gates is None else gates
         return probs.logit(), probs, gates, x.new_zeros(())
 
+    def step(self, x, x_prev, byte, t, hist, u):
+        p = torch.full_like(u, self.rate)
+        return p, (u < p).float()
 
-class EquidistantGater(UniformGater):
+
+class EquidistantGater(nn.Module):
     """ a boundary every round(1/rate) bytes: 1 0 0 0 0 1 0 0 0 0 1 ... """
+
+    def __init__(self, config):
+        super().__init__()
+        self.rate = config.rate
 
     def forward(self, x, idx, gates=None):
         t = torch.arange(idx.size(1), device=idx.device)
         probs = (t % round(1 / self.rate) == 0).float().expand(idx.shape)
         gates = probs if gates is None else gates
-        return 40 * probs - 20, probs, gates, x.new_zeros(())
+        return CERTAIN * (2 * probs - 1), probs, gates, x.new_zeros(())
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = torch.full_like(u, float(t % round(1 / self.rate) == 0))
         return p, p
 
 
-class WhitespaceGater(UniformGater):
+class WhitespaceGater(nn.Module):
     """ a boundary at every whitespace byte (SpaceByte-like): a word's chunk vector is the space after it """
+
+    def __init__(self, config):
+        super().__init__()
 
     def forward(self, x, idx, gates=None):
         probs = torch.isin(idx, torch.tensor(WHITESPACE, device=idx.device)).float()
         gates = probs if gates is None else gates
-        return 40 * probs - 20, probs, gates, x.new_zeros(())
+        return CERTAIN * (2 * probs - 1), probs, gates, x.new_zeros(())
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = self(x[:, None], byte[:, None])[1][:, 0]
@@ -501,7 +476,8 @@ class NawrotGater(nn.Module):
 
 class HNetGater(nn.Module):
     """ H-Net's routing module: p_t = (1 - cos(W_q x_{t-1}, W_k x_t)) / 2, p_0 = 1, boundary where p_t > 0.5;
-        W_q = W_k = I at init, so a boundary is where consecutive states point apart. aux_loss is the ratio loss. """
+        W_q = W_k = I at init, so a boundary is where consecutive states point apart. Its ratio loss is not an
+        aux_loss but train.py's rate_loss='hnet': the gater cannot tell padding from bytes, train.py's mask can. """
 
     def __init__(self, config):
         super().__init__()
@@ -517,7 +493,7 @@ class HNetGater(nn.Module):
         probs = F.pad(((1 - cos) / 2).clamp(0, 1), (1, 0), value=1.0) # (B, T); H-Net says "starts", we say "ends"
         gates = (probs > 0.5).float() if gates is None else gates     # deterministic; the gradient comes via probs
         logits = probs.clamp(1e-6, 1 - 1e-6).logit()
-        return logits, probs, gates, hnet_ratio_loss(gates, probs, self.rate)
+        return logits, probs, gates, x.new_zeros(())
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = self(torch.stack([x_prev, x], 1), None)[1][:, 1]
@@ -536,16 +512,14 @@ GATERS = {
 }
 
 # -----------------------------------------------------------------------------
-# Downsamplers: (x (B, T, C), gates (B, T), ends (B, S)) -> z (B, S, C), zpos (B, S) RoPE positions of the chunks.
+# Downsamplers, stateless modules built without a config.
+# (x (B, T, C), gates (B, T), ends (B, S)) -> z (B, S, C), zpos (B, S) RoPE positions of the chunks.
 # Chunk k may only summarise bytes <= e_k; padded slots (k >= n_chunks) sit at the end of a row, where the causal
 # mid layers keep them from ever reaching a real chunk. For generation, step(x, total, n, t) -> z (B, C), zpos: the
 # chunk that closes at byte t, whose state is x, given the sum total (B, C) and count n (B,) of its bytes' states.
 
 class SelectDownsampler(nn.Module):
     """ a chunk is the state of its last byte: z_k = x[e_k] (also H-Net's chunk layer) """
-
-    def __init__(self, config):
-        super().__init__()
 
     def forward(self, x, gates, ends):
         return gather(x, ends), ends
@@ -554,7 +528,7 @@ class SelectDownsampler(nn.Module):
         return x, t
 
 
-class MeanDownsampler(SelectDownsampler):
+class MeanDownsampler(nn.Module):
     """ a chunk is the mean of its bytes: z_k = mean x over (e_{k-1}, e_k] """
 
     def forward(self, x, gates, ends):
@@ -576,7 +550,7 @@ def nawrot_onehot(ids, n):
     return torch.where(f.detach() == 0, 1 - f, 0.0)
 
 
-class NawrotDownsampler(SelectDownsampler):
+class NawrotDownsampler(nn.Module):
     """ mean pooling with differentiable weights, as the paper's code: chunk k is the mean over (e_{k-1}, e_k],
         placed at the mean position of its bytes (e_{k-1} + 1 + e_k) / 2; no null group (Nawrot et al. put a learned
         one in front, the forced first gate makes BOS that group here) and no chunk dropped """
@@ -601,16 +575,14 @@ DOWNSAMPLERS = {
 }
 
 # -----------------------------------------------------------------------------
-# Upsamplers: (x, z, zo, gates, probs, ends) -> y (B, T, C), with x the down layers' output, z the downsampler's
+# Upsamplers, stateless as the downsamplers.
+# (x, z, zo, gates, probs, ends) -> y (B, T, C), with x the down layers' output, z the downsampler's
 # output and zo the mid layers' output. The no-leak rule: byte t reads only chunks that closed at or before t.
 # For generation, y_t = x_t + r, where r = read(z, zo, p, r) (B, C) is updated whenever a chunk closes (its z, zo and
 # gate_probs p at its last byte; r the value before).
 
 class AddUpsampler(nn.Module):
     """ y_t = x_t + zo[u_t], u_t = read_ids: the latest chunk that closed at or before t """
-
-    def __init__(self, config):
-        super().__init__()
 
     def forward(self, x, z, zo, gates, probs, ends):
         return x + gather(zo, read_ids(gates))
@@ -619,7 +591,7 @@ class AddUpsampler(nn.Module):
         return zo
 
 
-class DeviationUpsampler(AddUpsampler):
+class DeviationUpsampler(nn.Module):
     """ y_t = x_t + (zo - z)[u_t]: only what the mid layers changed is added back """
 
     def forward(self, x, z, zo, gates, probs, ends):
@@ -642,7 +614,7 @@ def ema_scan(z, p):
         return (W @ z.float()).type_as(z)
 
 
-class HNetUpsampler(AddUpsampler):
+class HNetUpsampler(nn.Module):
     """ H-Net's dechunk: smooth the chunk outputs with an EMA gated by the boundary probabilities, hand each byte its
         latest chunk, scale by the straight-through confidence (1 forward, d confidence backward), add x """
 
@@ -682,8 +654,8 @@ class ByteUNet(nn.Module):
         self.mid = nn.ModuleList([Block(config, 0, 4) for _ in range(config.n_mid)])
         self.up = nn.ModuleList([Block(config, config.window, 1) for _ in range(config.n_up)])
         self.gater = GATERS[config.gater](config)              # only the chosen variants are built
-        self.downsampler = DOWNSAMPLERS[config.downsampler](config)
-        self.upsampler = UPSAMPLERS[config.upsampler](config)
+        self.downsampler = DOWNSAMPLERS[config.downsampler]()
+        self.upsampler = UPSAMPLERS[config.upsampler]()
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size) # no final norm before either head, as the paper
         self.early_head = nn.Linear(config.n_embd, config.vocab_size)
         self.early_head.load_state_dict(self.lm_head.state_dict()) # starts as a copy, trained separately
@@ -708,7 +680,7 @@ class ByteUNet(nn.Module):
         forced[[0, -1]] = True                                 # the first byte and the last end a chunk, always
         g = torch.where(forced, 1.0, g.float())                # still carries nawrot's straight-through gradient
         gate_probs = torch.where(forced, 1.0, gate_probs)      # constants there: no gradient, log pi = 0
-        gate_logits = torch.where(forced, 100.0, gate_logits)
+        gate_logits = torch.where(forced, CERTAIN, gate_logits)
         ends, n_chunks = chunk_ends(g.detach(), 64 if torch.compiler.is_compiling() else 1) # (B, S); eager: exact S
         z, zpos = self.downsampler(x, g, ends)                 # (B, S, C), (B, S)
         zcos, zsin = rope(zpos, hd)
@@ -868,6 +840,36 @@ def gpu_peak_flops(name):
     return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
 
 
+# -----------------------------------------------------------------------------
+# Losses and metrics
+
+def discounted_returns(r, gamma, block=64):
+    """ G[:, t] = sum_k gamma**k * r[:, t+k] (no host sync, no scipy): a matmul inside blocks of 64 positions, then
+        each block adds the discounted return at the start of the next, O(T * 64) not O(T^2):
+        r 1 0 0 2, gamma 0.5 -> G 1.25 0.5 1 2 """
+    T = r.size(-1)
+    L = min(block, T)
+    n = -(-T // L)
+    def decay(m, g):                                           # (m, m): [t, k] = g**(k-t) where k >= t, else 0
+        t = torch.arange(m, device=r.device)
+        lag = t[None, :] - t[:, None]
+        return torch.where(lag >= 0, g ** lag.clamp(min=0).to(r.dtype), 0.0)
+    G = F.pad(r, (0, n * L - T)).unflatten(-1, (n, L)) @ decay(L, gamma).T # (..., n, L), within each block
+    first = G[..., 0] @ decay(n, gamma ** L).T                 # (..., n), the returns at each block's first position
+    carry = F.pad(first[..., 1:], (0, 1))[..., None]           # the next block's, 0 after the last
+    G = G + carry * gamma ** (L - torch.arange(L, device=r.device)).to(r.dtype)
+    return G.flatten(-2)[..., :T]
+
+
+def hnet_ratio_loss(gates, probs, rate, mask=None):
+    """ H-Net's load-balancing loss N/(N-1) * ((1-F)(1-G) + (N-1) F G), N = 1/rate; minimum 1 at F = G = rate """
+    mask = torch.ones_like(probs) if mask is None else mask.to(probs.dtype)
+    N = 1 / rate
+    f = ((gates.detach() * mask).sum() / mask.sum())           # F: fraction of bytes that end a chunk, no gradient
+    g = (probs * mask).sum() / mask.sum()                      # G: mean boundary probability
+    return N / (N - 1) * ((1 - f) * (1 - g) + (N - 1) * f * g)
+
+
 def next_byte_nll(logits, idx):
     """ nats of predicting idx[:, t+1] at position t, (B, T-1), in fp32 """
     return F.cross_entropy(logits[:, :-1].float().transpose(1, 2), idx[:, 1:], reduction='none')
@@ -899,6 +901,25 @@ def boundary_metrics(counts):
     g, n, g_ws, n_ws, ws_hit, g_edge = (float(v) for v in counts.tolist())
     return dict(rate=g / n if n else math.nan, ws_boundary=g_ws / n_ws if n_ws else math.nan,
                 word_boundary=ws_hit / n_ws if n_ws else math.nan, boundary_precision=g_edge / g if g else math.nan)
+
+# -----------------------------------------------------------------------------
+# Attention without flash-attn, and bytes in and out (BPE guidance)
+
+def local_attention(q, k, v, w, softcap):
+    """ sliding-window causal attention without flash-attn: blocks of w queries, each against the w keys of its own
+        block and the w of the block before (zeros before block 0), so the scores take O(T*w) memory, not O(T^2) """
+    B, T, H, d = q.shape
+    n = -(-T // w) # blocks, the last one right-padded (padded keys lie in the future of every real query)
+    q, k, v = (F.pad(t.transpose(1, 2), (0, 0, 0, n * w - T)).view(B, H, n, w, d) for t in (q, k, v))
+    k, v = (torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1], t], dim=3) for t in (k, v)) # (B, H, n, 2w, d)
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(d) # (B, H, n, w, 2w)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i, j, b = (torch.arange(m, device=q.device) for m in (w, 2 * w, n))
+    i = i[:, None] + w # the queries sit in the second half of their 2w keys
+    allowed = (j <= i) & (j > i - w) & ((b[:, None, None] > 0) | (j >= w)) # (n, w, 2w)
+    y = F.softmax(s.float().masked_fill(~allowed, float('-inf')), dim=-1).type_as(v) @ v # (B, H, n, w, d)
+    return y.reshape(B, H, n * w, d)[:, :, :T].transpose(1, 2)
 
 
 def encode(text):

@@ -84,7 +84,7 @@ early_exit_reward = True # reward CE_early - CE; False: reward -CE
 batch_baseline = True # subtract the batch mean reward at each position
 rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - rate); 'hnet': H-Net's ratio loss
 rate_weight = 0.01 # lambda_c
-aux_weight = 1.0 # weight of the model's own aux_loss (H-Net ratio loss, Nawrot's binomial prior)
+aux_weight = 0.0 # weight of the model's own aux_loss: Nawrot's binomial prior (no paper run uses it), else 0
 # adamw optimizer and schedule: linear warmup from 0.1*lr, then cosine to min_lr at lr_decay_iters
 learning_rate = 3e-3
 max_iters = 600

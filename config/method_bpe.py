@@ -8,4 +8,3 @@ bpe_encoding = 'o200k_base' # 200k tokens, the size of the paper's own FineWeb B
 pg_weight = 0.0
 rate_weight = 0.0
 early_weight = 0.0
-aux_weight = 0.0

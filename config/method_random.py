@@ -5,4 +5,3 @@ upsampler = 'add'
 pg_weight = 0.0
 rate_weight = 0.0
 early_weight = 0.0
-aux_weight = 0.0

@@ -11,4 +11,3 @@ batch_baseline = True
 rate_loss = 'ours'
 rate_weight = 0.01 # lambda_c
 early_weight = 0.1 # lambda_e
-aux_weight = 0.0

@@ -17,7 +17,7 @@ import prepare  # noqa: E402
 
 
 def load(out_dir, split):
-    """The documents of one split, after checking the format DESIGN.md promises."""
+    """The documents of one split, after checking the format prepare.py promises."""
     data = (Path(out_dir) / f'{split}.bin').read_bytes()
     off = np.load(Path(out_dir) / f'{split}_offsets.npy')
     assert off.dtype == np.int64 and off[0] == 0 and off[-1] == len(data)

@@ -1,7 +1,7 @@
 """
-train.py run as a user runs it: a tiny CPU run lowers val loss and writes log.jsonl and ckpt.pt in the DESIGN.md
-format; resume reproduces the uninterrupted run, also after a preemption (SIGTERM, SIGUSR1) and with rows of the
-killed run in the log; non-finite steps are skipped, too many stop the run; two gloo processes (torchrun) match one
+train.py run as a user runs it: a tiny CPU run lowers val loss and writes log.jsonl and ckpt.pt; resume
+reproduces the uninterrupted run, also after a preemption (SIGTERM, SIGUSR1) and with rows of the killed run in the
+log; non-finite steps are skipped, too many stop the run; two gloo processes (torchrun) match one
 process on the same global batch, also with the defaults' single micro-batch; the rate loss moves the realised rate;
 a collapsing rate warns; a bad ckpt.pt gets one line; every config/ file gives a valid model of its size.
 Run: python -m pytest -q tests/test_train.py   (about a minute on 2 cores)
@@ -27,7 +27,7 @@ TINY = ['--device=cpu', '--dtype=float32', '--block_size=64', '--batch_size=4', 
 
 @pytest.fixture(scope='module')
 def data_dir(tmp_path_factory):
-    """ a small corpus in the DESIGN.md format: documents of varied length, some shorter than a row (padding) """
+    """ a small corpus in prepare.py's format: documents of varied length, some shorter than a row (padding) """
     root = tmp_path_factory.mktemp('data')
     rng = np.random.default_rng(0)
     words = [b'def ', b'return ', b'self', b'.x', b' = ', b'(', b')', b':\n', b'    ', b'if ', b'None', b'1']
@@ -36,7 +36,7 @@ def data_dir(tmp_path_factory):
         os.makedirs(root / 'tiny', exist_ok=True)
         (root / 'tiny' / f'{split}.bin').write_bytes(b''.join(docs))
         np.save(root / 'tiny' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
-        docs = [d * 3 for d in docs if len(d) >= 21] # and 'full': every row full, no padding
+        docs = [(d * 63)[:63 * (1 + i % 2)] for i, d in enumerate(docs)] # and 'full': windows of 63, no padding
         os.makedirs(root / 'full', exist_ok=True)
         (root / 'full' / f'{split}.bin').write_bytes(b''.join(docs))
         np.save(root / 'full' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
@@ -190,7 +190,7 @@ def test_non_finite_steps_in_a_row_stop_the_run_with_its_last_good_checkpoint(tm
 def test_a_rate_off_target_for_three_evals_warns_and_a_bad_checkpoint_gets_one_line(tmp_path, data_dir):
     """ no rate loss: Nawrot's gater starts near 0.5 (its MLP knows no rate), far from 0.2; then its ckpt.pt is spoilt """
     r = run(train_cmd(tmp_path, data_dir, '--max_iters=3', '--eval_interval=1', '--gater=nawrot', '--downsampler=nawrot',
-                      '--upsampler=nawrot', '--rate_weight=0', '--aux_weight=0'))
+                      '--upsampler=nawrot', '--rate_weight=0'))
     assert r.returncode == 0, r.stderr[-3000:]
     warnings = [line for line in r.stdout.splitlines() if line.startswith('warning: the val rate')]
     assert len(warnings) == 2 and 'target 0.200 for 3 evals' in warnings[0], r.stdout # evals 0, 1, 2, 3: from 2 on
@@ -220,7 +220,7 @@ def test_every_epoch_reads_every_byte_once_when_the_batch_does_not_divide_the_co
 
 
 def write_corpus(path, train_docs, val_docs):
-    """ a dataset folder in the DESIGN.md format """
+    """ a dataset folder in prepare.py's format """
     os.makedirs(path, exist_ok=True)
     for split, docs in (('train', train_docs), ('val', val_docs)):
         (path / f'{split}.bin').write_bytes(b''.join(docs))
@@ -391,7 +391,7 @@ def test_rate_loss_moves_the_realised_rate_toward_its_target(tmp_path, data_dir)
     """ H-Net's router knows no rate and starts far below 0.2 here; train.py's rate_loss='hnet' brings it there (the
         'ours' loss, from above and below, is tested in tests/test_reinforce.py through train.py's own lines) """
     log = train(tmp_path, data_dir, '--gater=hnet', '--downsampler=hnet', '--upsampler=hnet', '--rate_loss=hnet',
-                '--aux_weight=0', '--pg_weight=0', '--rate_weight=1', '--learning_rate=1e-2', '--max_iters=30',
+                '--pg_weight=0', '--rate_weight=1', '--learning_rate=1e-2', '--max_iters=30',
                 '--eval_interval=30')
     rates = [r['rate'] for r in log if r['split'] == 'train']
     assert rates[0] < 0.1, rates # starts far below the target
