@@ -390,40 +390,46 @@ class SequentialGater(nn.Module):
 
     @torch.no_grad()
     @torch.compiler.disable # one graph break; its step count depends on T
-    def sample(self, V, u, block=None):
+    def sample(self, V, u, block=None, chunk=8):
         """ the scan's gates for the same draws u (B, T), in about L + log2(T/L) steps instead of T. A history h in
             0..H-1, H = 2^(w-1), has bit i = a_{t-w+1+i}. At each t the gate under every h is one comparison, so
-            position t is a map M_t: history before t -> history after t. Maps compose associatively, and the prefix
-            P_t = M_t o ... o M_0 is the history after t whatever the start, as M_0 (the forced a_0 = 1) is constant.
-            Composed one by one inside blocks of L positions, then by doubling (Hillis-Steele) across blocks: L = 1
-            on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least work). Memory O(B*T*H): float sums and int64
-            maps (B=8, T=4096, w=8: about 55 MB). -> a (B, w-1+T), laid out as the scan's """
+            position t is a map M_t: history before t -> history after t, h -> h // 2 + a_t(h) * H/2. Maps compose
+            associatively: composed one by one inside blocks of L positions (for all H starts at once), then by doubling
+            (Hillis-Steele) across blocks; a row starts from h = 0, so each block's start follows, and one pass over the
+            block with that start reads off its gates. L = 1 on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least
+            work). Memory O(B*T*H) bools, the gates under every history (B=8, T=4096, w=8: 34 MB). -> a (B, w-1+T) """
         B, T, w = V.shape
         H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
         n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
-        def blocked(t):                                        # (B, T, ...) -> (..., L, B*n): position j of block
+        N, top = B * n, H // 2
+        def blocked(t):                                        # (B, T, ...) -> (L, N, ...): position j of each block
             t = F.pad(t, (0, 0) * (t.dim() - 2) + (0, n * L - T)).view(B, n, L, *t.shape[2:])
-            return t.permute(*range(3, t.dim()), 2, 0, 1).reshape(*t.shape[3:], L, B * n)
-        Vb, thr = blocked(V), blocked(self.threshold(u))       # (w, L, N), (L, N); padded positions are never read
-        z = V.new_empty(L, H, B * n)                           # the logit sum under each history
-        z[:, 0] = Vb[-1]
-        for i in range(w - 1):
-            z[:, 2 ** i:2 ** (i + 1)] = z[:, :2 ** i] + Vb[i][:, None] # bit i set adds V_i, as filter_sum
-        g = thr[:, None] < z                                   # (L, H, N): the gate at each position under each h
-        h = torch.arange(H, device=V.device)[:, None]
-        M = torch.where(g, h // 2 + H // 2, h // 2)            # drop the oldest gate, push the new one
-        M[0, :, ::n] = H // 2                                  # a_0 = 1 (block 0 of each row) whatever came before
-        for j in range(1, L):                                  # inside each block: M[j] <- M[j] o M[j-1]
-            M[j] = M[j].gather(0, M[j - 1])
-        P, d = M[-1].view(H, B, n), 1                          # each block's map
+            return t.permute(2, 0, 1, *range(3, t.dim())).reshape(L, N, *t.shape[3:])
+        Vb, thr = blocked(V), blocked(self.threshold(u))       # (L, N, w), (L, N); padded positions are never read
+        thr[0, ::n] = -math.inf                                # a_0 = 1, the forced first gate of each row
+        g = torch.empty(L, N, H, dtype=torch.bool, device=V.device) # the gate at each position under each history
+        z = V.new_empty(chunk, N, H)                           # the filter sum under each history, `chunk` positions
+        s = torch.arange(H, device=V.device).expand(N, H)      # each block's history so far, from each start h
+        for j0 in range(0, L, chunk):                          # in chunks, so that z stays in cache
+            zc, Vc = z[:min(chunk, L - j0)], Vb[j0:j0 + chunk]
+            zc[..., 0] = Vc[..., -1]
+            for i in range(w - 1):
+                zc[..., 2 ** i:2 ** (i + 1)] = zc[..., :2 ** i] + Vc[..., i, None] # bit i set adds V_i, as filter_sum
+            torch.lt(thr[j0:j0 + chunk, :, None], zc, out=g[j0:j0 + chunk])
+            for j in range(j0, j0 + len(zc)):                  # s <- M_j o s
+                s = (s >> 1).add_(g[j].gather(1, s), alpha=top)
+        P, d = s.view(B, n, H), 1                              # each block's map
         while d < n:                                           # P[k] <- P[k] o P[k-d]: now blocks (k-2d, k]
-            P = torch.cat([P[..., :d], P[..., d:].gather(0, P[..., :-d])], dim=-1)
+            P = torch.cat([P[:, :d], P[:, d:].gather(2, P[:, :-d])], dim=1)
             d *= 2
-        start = F.pad(P[0, :, :-1], (1, 0)).view(1, 1, B * n) # the history before each block
-        hist = M.gather(1, start.expand(L, 1, B * n)).view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
-        a = (hist >= H // 2).to(V.dtype) if w > 1 else torch.where(torch.arange(T, device=V.device) == 0, 1.0,
-                                                                      g[:, 0].T.reshape(B, n * L)[:, :T].to(V.dtype))
-        return torch.cat([V.new_zeros(B, w - 1), a], dim=1)    # the newest bit of the history after t is a_t
+        s = F.pad(P[:, :-1, 0], (1, 0)).view(N, 1)             # the history before each block
+        a = V.new_empty(L, N)
+        for j in range(L):                                     # each block once more, from its start
+            bit = g[j].gather(1, s)
+            a[j] = bit[:, 0]
+            s = (s >> 1).add_(bit, alpha=top)
+        a = a.view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
+        return torch.cat([V.new_zeros(B, w - 1), a], dim=1)    # laid out as the scan's
 
     def forward(self, x, idx, gates=None):
         V = self.filter(x).float()                             # (B, T, w)

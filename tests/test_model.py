@@ -393,7 +393,7 @@ def test_sequential_filter_size_one_ignores_history():
 
 
 @pytest.mark.parametrize('mode,cap', [('train', 6.0), ('train', 0.0), ('eval', 6.0)]) # capped, uncapped, eval
-@pytest.mark.parametrize('w', [1, 2, 8])
+@pytest.mark.parametrize('w', [1, 2, 8, 10]) # 10: H = 512 histories, the largest the sampler takes
 def test_sequential_sample_equals_the_scan_on_the_same_draws(w, mode, cap):
     """ the parallel sampler draws exactly the loop's gates from the same uniforms: rows of 1 to 300 bytes, 6 rows,
         blocks of 1 (the GPU's pure doubling), 7 and sqrt(T) (the CPU's); the scaled filter spreads the gate
