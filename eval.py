@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from lm_eval.api.model import LM
 
-from model import ByteUNet, UNetConfig, boundary_counts, boundary_metrics, bpe_gates, next_byte_nll
+from model import boundary_counts, boundary_metrics, bpe_gates, load_checkpoint, next_byte_nll
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 PAPER_TASKS = {'piqa': 'piqa', 'hellaswag': 'hellaswag', 'arc_easy': 'arc_easy', 'lambada': 'lambada_openai'}
@@ -223,18 +223,8 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     if not names:
         raise SystemExit("eval.py: --tasks is empty; e.g. --tasks=fineweb,piqa,hellaswag,arc_easy,lambada")
 
+    model, checkpoint = load_checkpoint(out_dir, device, 'eval.py')
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')
-    if not os.path.exists(ckpt_path):
-        raise SystemExit(f"eval.py: no checkpoint {ckpt_path}; train one first: python train.py --out_dir={out_dir}")
-    try:
-        checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
-        model = ByteUNet(UNetConfig(**checkpoint['model_args']))
-        model.load_state_dict(checkpoint['model']) # train.py saves the uncompiled raw_model's state_dict
-    except Exception as e: # a truncated file, another format, a device that is not there: one line, no traceback
-        why = str(e).partition('\n')[0]
-        raise SystemExit(f"eval.py: cannot load {ckpt_path}: {type(e).__name__}: {why}")
-    model.eval()
-    model.to(device)
     cfg = checkpoint['config']
     enc = None
     if cfg.get('prescribe') == 'bpe': # trained on BPE boundaries: evaluated on them (they look ahead, see model.py)

@@ -23,6 +23,7 @@ Nawrot et al. 2023, Dynamic Token Pooling (arXiv 2211.09761); Karpathy, nanoGPT 
 """
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from itertools import accumulate
@@ -926,6 +927,22 @@ def local_attention(q, k, v, w, softcap):
     allowed = (j <= i) & (j > i - w) & ((b[:, None, None] > 0) | (j >= w)) # (n, w, 2w)
     y = F.softmax(s.float().masked_fill(~allowed, float('-inf')), dim=-1).type_as(v) @ v # (B, H, n, w, d)
     return y.reshape(B, H, n * w, d)[:, :, :T].transpose(1, 2)
+
+
+def load_checkpoint(out_dir, device, script):
+    """ out_dir/ckpt.pt (train.py's) -> the model, in eval mode on device, and the checkpoint dict; a missing or
+        unreadable file ends `script` with one line naming it, not a traceback """
+    path = os.path.join(out_dir, 'ckpt.pt')
+    if not os.path.exists(path):
+        raise SystemExit(f"{script}: no checkpoint {path}; train one first: python train.py --out_dir={out_dir}")
+    try:
+        checkpoint = torch.load(path, map_location=device, weights_only=True)
+        model = ByteUNet(UNetConfig(**checkpoint['model_args']))
+        model.load_state_dict(checkpoint['model']) # train.py saves the uncompiled raw_model's state_dict
+    except Exception as e: # a truncated file, another format, a device that is not there
+        why = str(e).partition('\n')[0]
+        raise SystemExit(f"{script}: cannot load {path}: {type(e).__name__}: {why}")
+    return model.eval().to(device), checkpoint
 
 
 def encode(text):

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 import torch
 
-from model import ByteUNet, UNetConfig, boundary_counts, boundary_metrics, bpe_ends, bpe_gates, decode, next_byte_nll
+from model import boundary_counts, boundary_metrics, bpe_ends, bpe_gates, decode, load_checkpoint, next_byte_nll
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 _COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
@@ -119,18 +119,8 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     device_type = 'cuda' if 'cuda' in device else 'cpu' # for later use in torch.autocast
     ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
 
+    model, checkpoint = load_checkpoint(out_dir, device, 'sample.py')
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')
-    if not os.path.exists(ckpt_path):
-        raise SystemExit(f"sample.py: no checkpoint {ckpt_path}; train one first: python train.py --out_dir={out_dir}")
-    try:
-        checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
-        model = ByteUNet(UNetConfig(**checkpoint['model_args']))
-        model.load_state_dict(checkpoint['model']) # train.py saves the uncompiled raw_model's state_dict
-    except Exception as e: # a truncated file, another format, a device that is not there: one line, no traceback
-        why = str(e).partition('\n')[0]
-        raise SystemExit(f"sample.py: cannot load {ckpt_path}: {type(e).__name__}: {why}")
-    model.eval()
-    model.to(device)
     block_size = model.config.block_size
     bpe_model = checkpoint['config'].get('prescribe') == 'bpe' # trained on BPE boundaries: evaluated on them too
     if bpe_model:

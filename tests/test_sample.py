@@ -241,10 +241,16 @@ def test_a_bpe_guided_model_is_analyzed_on_bpe_gates_and_does_not_generate(ckpts
 # -----------------------------------------------------------------------------
 # bad input: one line, the right exit code, no traceback
 
-def test_missing_checkpoint(tmp_path):
+def test_missing_or_broken_checkpoint(tmp_path):
+    """ model.load_checkpoint, which eval.py shares: one line naming the file, and what to do """
     rc, out, err = run(f'--out_dir={tmp_path / "nowhere"}')
     assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
     assert str(tmp_path / 'nowhere' / 'ckpt.pt') in err and f'python train.py --out_dir={tmp_path / "nowhere"}' in err
+    (tmp_path / 'cut').mkdir()
+    (tmp_path / 'cut' / 'ckpt.pt').write_bytes(b'PK\x03\x04 cut short by a kill mid-copy')
+    rc, out, err = run(f'--out_dir={tmp_path / "cut"}')
+    assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
+    assert err.startswith(f'sample.py: cannot load {tmp_path / "cut" / "ckpt.pt"}: ')
 
 
 def test_empty_prompt_starts_from_bos(ckpts):
