@@ -44,6 +44,7 @@ table = '' # 'cpu' or 'gpu': the tables below instead of the per-method one
 base = '' # table=cpu: a checkout whose model.py is the 'before' of the training step (e.g. a clone of feab0e2)
 profile = False # table=cpu: also print a torch.profiler table of one step, before and after
 parts = 'sampler,forward,step' # table=cpu: which of its three tables
+step_compile = True # table=cpu: the step table also times the 'after' model under torch.compile (~3 min to compile)
 reps = 3 # table=cpu: alternated repetitions of each measurement (median reported)
 sizes = '18m,73m' # table=gpu: PRESETS names, or 'tiny' (the n_embd/n_head/n_down/n_mid/n_up above)
 compiles = 'False,True' # table=gpu: torch.compile off, on
@@ -55,6 +56,7 @@ gen_bytes = 2048 # bytes generated from a 16-byte prompt, untrained weights, at 
 gen_method = 'sequential'
 gen_rounds = 2 # cached, re-run, cached, re-run, ...: the best of each
 gen_slow_bytes = 0 # > 0: the re-run method makes only its first gen_slow_bytes (its bytes/s is flat once a row is full)
+gen_points = 0 # > 0: the re-run's time for all gen_bytes from its per-byte forward timed at gen_points row lengths
 sweep = '' # 'all' or runs 'setting:method:seed,...' of SWEEP below: train, measure word edges, write sweep_json
 sweep_json = 'assets/sweep_gater.json'
 sweep_rows = 256 # val windows the sweep measures on, spread evenly over the val split
@@ -148,19 +150,22 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
         base_py = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(base_py)
         print(f"\n| 18M training step, 4 x 1024 float32 | before s/step ({base}) | after s/step | speed-up |"
-              "\n|---|---|---|---|")
+              + (" after, compiled s/step | speed-up |" if step_compile else '') + "\n|---|---|---|---|"
+              + ("---|---|" if step_compile else ''))
         for method in ('sequential', 'random'):
             X, nets = rows(4, 1024), {}
-            for name, M in (('before', base_py), ('after', model_py)):
+            for name, M in [('before', base_py), ('after', model_py)] + [('compiled', model_py)] * step_compile:
                 net = build(M, method, 1024, **PRESETS['18m'])
-                nets[name] = (M, net, torch.optim.AdamW(net.parameters(), lr=1e-4))
+                nets[name] = (M, torch.compile(net) if name == 'compiled' else net,
+                              torch.optim.AdamW(net.parameters(), lr=1e-4))
             t = {name: [] for name in nets}
-            for i in range(2 + steps):
+            for i in range(3 + steps): # 3 warmup steps: compiling, and the recompile a new mid-level length may need
                 for name, (M, net, opt) in nets.items():
                     torch.manual_seed(i)
                     t[name].append(timed(lambda: train_step(M, net, opt, X, contextlib.nullcontext())))
-            tb, ta = median(t['before'][2:]), median(t['after'][2:])
-            print(f"| {method} | {tb:.3f} | {ta:.3f} | {tb / ta:.2f}x |")
+            tb, ta = median(t['before'][3:]), median(t['after'][3:])
+            tc = f" {median(t['compiled'][3:]):.3f} | {tb / median(t['compiled'][3:]):.2f}x |" if step_compile else ''
+            print(f"| {method} | {tb:.3f} | {ta:.3f} | {tb / ta:.2f}x |{tc}", flush=True)
             if profile:
                 for name, (M, net, opt) in nets.items():
                     with torch.profiler.profile() as prof:
@@ -215,8 +220,9 @@ if generate:
     if device == 'cpu':
         torch.set_num_threads(1)
     n_slow = gen_slow_bytes or gen_bytes
+    how = f"{gen_points} row lengths timed, integrated" if gen_points else f"{n_slow} bytes"
     print(f"$ {command}\n{gen_bytes} bytes from a 16-byte prompt, {gen_method}, block_size {block_size}, batch 1, "
-          f"{device}, {torch.get_num_threads()} thread(s); re-run: {n_slow} bytes")
+          f"{device}, {torch.get_num_threads()} thread(s); re-run: {how}")
     print("| width | params | generate (cache) bytes/s | re-run bytes/s | speed-up |\n|---|---|---|---|---|")
     g, d, u = METHODS[gen_method]
     for width, kw in (('tiny', dict(n_embd=n_embd, n_head=n_head, n_down=n_down, n_mid=n_mid, n_up=n_up)),
@@ -226,14 +232,20 @@ if generate:
         idx = torch.randint(0, 256, (1, 16), device=device)
         idx[:, 0] = BOS
         best = [float('inf'), float('inf')]
+        fns = [lambda: model.generate(idx, gen_bytes), lambda: generate_rerun(model, idx, n_slow)]
         with torch.no_grad():
             for r in range(gen_rounds):
-                for i, fn in enumerate((lambda: model.generate(idx, gen_bytes), lambda: generate_rerun(model, idx, n_slow))):
+                for i, fn in enumerate(fns[:1] if gen_points else fns):
                     t0 = time.perf_counter()
                     fn()
-                    if device.startswith('cuda'):
-                        torch.cuda.synchronize()
+                    sync()
                     best[i] = min(best[i], time.perf_counter() - t0)
+            if gen_points: # re-running costs one forward of the row so far per byte: sum it over the row lengths
+                k = [round(i * (gen_bytes - 1) / (gen_points - 1)) for i in range(gen_points)] # byte k: 16+k bytes
+                t = [min(timed(lambda: generate_rerun(model, rows(1, min(16 + j, block_size - 1)), 1)) for _ in
+                         range(2)) for j in k]
+                best[1] = sum((t[i] + t[i + 1]) / 2 * (k[i + 1] - k[i]) for i in range(gen_points - 1))
+                best[1] += (t[0] + t[-1]) / 2 # the trapezoid rule counts the two end bytes half
         fast, slow = gen_bytes / best[0], n_slow / best[1]
         print(f"| {width} (D={model.config.n_embd}, {model.config.n_down}/{model.config.n_mid}/{model.config.n_up}) | "
               f"{model.get_num_params():,} | {fast:,.0f} | {slow:,.1f} | {fast / slow:.1f}x |", flush=True)

@@ -728,7 +728,7 @@ class ByteUNet(nn.Module):
             gpu_peak_flops looks one up by the GPU's name) """
         return self.flops_per_byte(rate) * bytes_per_sec / peak_flops
 
-    @torch.no_grad()
+    @torch.inference_mode() # no_grad with less work per op (a step is ~200 small ops); clone() results for autograd
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None):
         """ sample max_new_tokens bytes after the prompts idx (B, T0) -> new (B, max_new_tokens) and gates (B, T0 +
             max_new_tokens), gates[:, t] the gate of byte t of cat(idx, new), each drawn once, from the distribution the
@@ -869,12 +869,13 @@ def discounted_returns(r, gamma, block=64):
 
 
 def hnet_ratio_loss(gates, probs, rate, mask=None):
-    """ H-Net's load-balancing loss N/(N-1) * ((1-F)(1-G) + (N-1) F G), N = 1/rate; minimum 1 at F = G = rate """
+    """ H-Net's load-balancing loss N/(N-1) * ((1-F)(1-P) + (N-1) F P), N = 1/rate (H-Net writes G for P); minimum 1
+        at F = P = rate """
     mask = torch.ones_like(probs) if mask is None else mask.to(probs.dtype)
     N = 1 / rate
     f = ((gates.detach() * mask).sum() / mask.sum())           # F: fraction of bytes that end a chunk, no gradient
-    g = (probs * mask).sum() / mask.sum()                      # G: mean boundary probability
-    return N / (N - 1) * ((1 - f) * (1 - g) + (N - 1) * f * g)
+    p = (probs * mask).sum() / mask.sum()                      # P: mean boundary probability
+    return N / (N - 1) * ((1 - f) * (1 - p) + (N - 1) * f * p)
 
 
 def next_byte_nll(logits, idx):
