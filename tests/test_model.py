@@ -177,7 +177,7 @@ def test_read_ids_is_chunk_ids_or_the_one_before():
 
 
 def test_distribute_example():
-    """ the paper code's test (clean_code/testing_distribute_upsampler.py): g = 1 1 1 0 1 0 1, chunks 0..4 -> 0 1 2 2 3 3 4 """
+    """ the example of the paper code's own upsampler test: g = 1 1 1 0 1 0 1, chunks 0..4 -> 0 1 2 2 3 3 4 """
     g = torch.tensor([[1, 1, 1, 0, 1, 0, 1]])
     z = torch.arange(5.0).view(1, 5, 1)
     assert gather(z, read_ids(g))[0, :, 0].tolist() == [0, 1, 2, 2, 3, 3, 4]
