@@ -1,4 +1,5 @@
-# the paper's method: the sequential gater trained by REINFORCE with discounting (configs/runs/sequential.json)
+# the paper's method: the sequential gater trained by REINFORCE with discounting, at the paper's run's values (all
+# of them train.py's defaults, named here so that the method reads in one place)
 gater = 'sequential'
 downsampler = 'select'
 upsampler = 'add'
