@@ -183,15 +183,17 @@ def test_fineweb_protocol_matches_train_py_val_bpb(tmp_path):
 def test_one_line_errors(ckpt, tmp_path):
     root, _ = ckpt
     write_split(tmp_path / 'none', 'val', [b'abc'])
-    r = run_eval(f'--out_dir={root}', '--tasks=fineweb', f'--data_dir={tmp_path}')
-    assert r.returncode == 1 and 'no test split' in r.stderr and 'python prepare.py none' in r.stderr
-    assert '--split=val' in r.stderr and 'Traceback' not in r.stderr
     (tmp_path / 'hub').mkdir() # piqa's own data source, the hub, with the network switched off
     (tmp_path / 'hub' / 'hub_piqa.yaml').write_text('task: hub_piqa\ndataset_path: baber/piqa\n' # as lm-eval's piqa
         "output_type: multiple_choice\nvalidation_split: validation\ndoc_to_text: '{{goal}}'\ndoc_to_target: label\n"
         "doc_to_choice: '{{[sol1, sol2]}}'\n")
-    r = run_eval(f'--out_dir={root}', '--tasks=hub_piqa', f'--include_path={tmp_path / "hub"}')
-    assert r.returncode == 1 and 'no network' in r.stderr and 'dataset_path: json' in r.stderr
-    assert 'Traceback' not in r.stderr and r.stderr.strip().splitlines()[-1].startswith('eval.py: cannot fetch')
-    r = run_eval(f'--out_dir={root}', '--tasks=piqa_typo,fineweb', f'--data_dir={tmp_path}', '--split=val')
-    assert r.returncode == 1 and "unknown task 'piqa_typo'" in r.stderr and 'Traceback' not in r.stderr
+    runs = [('--tasks=fineweb', f'--data_dir={tmp_path}'), ('--tasks=hub_piqa', f'--include_path={tmp_path / "hub"}'),
+            ('--tasks=piqa_typo,fineweb', f'--data_dir={tmp_path}', '--split=val')]
+    procs = [subprocess.Popen([sys.executable, 'eval.py', f'--out_dir={root}', *args], cwd=ROOT, env=OFFLINE,
+                              text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args in runs] # at once
+    (err1, rc1), (err2, rc2), (err3, rc3) = [(p.communicate(timeout=600)[1], p.returncode) for p in procs]
+    assert rc1 == 1 and 'no test split' in err1 and 'python prepare.py none' in err1
+    assert '--split=val' in err1 and 'Traceback' not in err1
+    assert rc2 == 1 and 'no network' in err2 and 'dataset_path: json' in err2
+    assert 'Traceback' not in err2 and err2.strip().splitlines()[-1].startswith('eval.py: cannot fetch')
+    assert rc3 == 1 and "unknown task 'piqa_typo'" in err3 and 'Traceback' not in err3

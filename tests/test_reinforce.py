@@ -12,7 +12,6 @@ import itertools
 import os
 import textwrap
 
-import pytest
 import torch
 import torch.nn.functional as F
 

@@ -65,14 +65,24 @@ def ckpts(tmp_path_factory):
     return dirs
 
 
-def run(*flags, plugin=None):
-    """ sample.py as a user runs it -> (returncode, stdout after the configurator's lines, stderr) """
+def run_all(*flag_sets, plugin=None):
+    """ sample.py as a user runs it, once per flag set, the processes at once (each is mostly an import of torch)
+        -> [(returncode, stdout after the configurator's lines, stderr)] """
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONIOENCODING='utf-8')  # one thread, as in one_thread()
     if plugin is not None:
         env.update(PYTHONPATH=str(plugin), TIKTOKEN_CACHE_DIR=str(plugin / 'cache'))
-    p = subprocess.run([sys.executable, 'sample.py', *flags], cwd=ROOT, capture_output=True, env=env, timeout=120)
-    out = p.stdout.decode('utf-8').split('\n', len(flags))[-1]  # the configurator prints one line per flag
-    return p.returncode, out, p.stderr.decode('utf-8')
+    procs = [subprocess.Popen([sys.executable, 'sample.py', *flags], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env) for flags in flag_sets]
+    results = []
+    for flags, p in zip(flag_sets, procs):
+        out, err = p.communicate(timeout=300)
+        out = out.decode('utf-8').split('\n', len(flags))[-1]  # the configurator prints one line per flag
+        results.append((p.returncode, out, err.decode('utf-8')))
+    return results
+
+
+def run(*flags, plugin=None):
+    return run_all(flags, plugin=plugin)[0]
 
 
 def samples(out):
@@ -243,12 +253,12 @@ def test_a_bpe_guided_model_is_analyzed_on_bpe_gates_and_does_not_generate(ckpts
 
 def test_missing_or_broken_checkpoint(tmp_path):
     """ model.load_checkpoint, which eval.py shares: one line naming the file, and what to do """
-    rc, out, err = run(f'--out_dir={tmp_path / "nowhere"}')
-    assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
-    assert str(tmp_path / 'nowhere' / 'ckpt.pt') in err and f'python train.py --out_dir={tmp_path / "nowhere"}' in err
     (tmp_path / 'cut').mkdir()
     (tmp_path / 'cut' / 'ckpt.pt').write_bytes(b'PK\x03\x04 cut short by a kill mid-copy')
-    rc, out, err = run(f'--out_dir={tmp_path / "cut"}')
+    (rc, out, err), (rc2, _, err2) = run_all((f'--out_dir={tmp_path / "nowhere"}',), (f'--out_dir={tmp_path / "cut"}',))
+    assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
+    assert str(tmp_path / 'nowhere' / 'ckpt.pt') in err and f'python train.py --out_dir={tmp_path / "nowhere"}' in err
+    rc, err = rc2, err2
     assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
     assert err.startswith(f'sample.py: cannot load {tmp_path / "cut" / "ckpt.pt"}: ')
 
@@ -283,11 +293,11 @@ def test_unknown_encoding(ckpts, plugin):
     assert "unknown tiktoken encoding 'gtp2'" in err and 'gpt2' in err and 'tiny' in err  # it lists the known ones
 
 
-@pytest.mark.parametrize('flag,says', [('--max_new_tokens=-1', '--max_new_tokens=-1 must be >= 0'),
-                                       ('--top_k=0', '--top_k=0 must be > 0'), ('--dtype=fp8', '--dtype=fp8'),
-                                       ('--device=cuda', 'no CUDA GPU; use --device=cpu')])
-def test_bad_values_name_the_flag(ckpts, flag, says):
-    if flag == '--device=cuda' and torch.cuda.is_available():
-        pytest.skip('this machine has a GPU')
-    rc, out, err = run(f'--out_dir={ckpts["whitespace"]}', flag)
-    assert rc != 0 and says in err and 'Traceback' not in err and len(err.strip().splitlines()) == 1
+def test_bad_values_name_the_flag(ckpts):
+    cases = [('--max_new_tokens=-1', '--max_new_tokens=-1 must be >= 0'), ('--top_k=0', '--top_k=0 must be > 0'),
+             ('--dtype=fp8', '--dtype=fp8')]
+    if not torch.cuda.is_available():
+        cases.append(('--device=cuda', 'no CUDA GPU; use --device=cpu'))
+    results = run_all(*[(f'--out_dir={ckpts["whitespace"]}', flag) for flag, _ in cases])
+    for (flag, says), (rc, out, err) in zip(cases, results):
+        assert rc != 0 and says in err and 'Traceback' not in err and len(err.strip().splitlines()) == 1, flag
