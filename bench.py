@@ -6,6 +6,7 @@ $ python bench.py --table=cpu --base=/tmp/nanotok-base   # sampler vs loop, sequ
                                   # bytes, the 18M training step against another checkout's model.py, alternated
 $ python bench.py --table=gpu --device=cuda   # bytes/s, MFU, the sampler's share: 18M and 73M at 4096 bytes, bf16
 $ python bench.py --generate=True # bytes/s of generate (KV cache) against re-running the row for every byte
+$ python bench.py --generate=True --block_size=4096 --gen_points=9  # ... rows that grow to 2064 bytes, re-run timed
 $ python bench.py --sweep=all     # the gater sweep: does sequential beat random, and find word edges? (SWEEP below)
 Any key below can be overridden, e.g. --n_embd=128 --device=cuda --max_iters=1200.
 """
@@ -219,6 +220,8 @@ def generate_rerun(model, idx, n):
 if generate:
     if device == 'cpu':
         torch.set_num_threads(1)
+    if gen_points == 1:
+        raise SystemExit("bench.py: --gen_points=1: the sum needs at least the first and the last byte, 2 points")
     n_slow = gen_slow_bytes or gen_bytes
     how = f"{gen_points} row lengths timed, integrated" if gen_points else f"{n_slow} bytes"
     print(f"$ {command}\n{gen_bytes} bytes from a 16-byte prompt, {gen_method}, block_size {block_size}, batch 1, "
@@ -246,7 +249,7 @@ if generate:
                          range(2)) for j in k]
                 best[1] = sum((t[i] + t[i + 1]) / 2 * (k[i + 1] - k[i]) for i in range(gen_points - 1))
                 best[1] += (t[0] + t[-1]) / 2 # the trapezoid rule counts the two end bytes half
-        fast, slow = gen_bytes / best[0], n_slow / best[1]
+        fast, slow = gen_bytes / best[0], (gen_bytes if gen_points else n_slow) / best[1]
         print(f"| {width} (D={model.config.n_embd}, {model.config.n_down}/{model.config.n_mid}/{model.config.n_up}) | "
               f"{model.get_num_params():,} | {fast:,.0f} | {slow:,.1f} | {fast / slow:.1f}x |", flush=True)
     sys.exit(0)

@@ -398,7 +398,8 @@ class SequentialGater(nn.Module):
             associatively: composed one by one inside blocks of L positions (for all H starts at once), then by doubling
             (Hillis-Steele) across blocks; a row starts from h = 0, so each block's start follows, and one pass over the
             block with that start reads off its gates. L = 1 on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least
-            work). Memory O(B*T*H) bools, the gates under every history (B=8, T=4096, w=8: 34 MB). -> a (B, w-1+T) """
+            work). Memory: the gates under every history, B*T*H bools (B=8, T=4096, w=8: 4 MB), and the block maps,
+            B*(T/L)*H int64 (34 MB at L = 1, 0.5 MB at L = 64). -> a (B, w-1+T) """
         B, T, w = V.shape
         H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
         n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
