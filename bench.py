@@ -91,7 +91,7 @@ def median(xs):
 
 def train_step(M, model, opt, X, ctx):
     """ train.py's step at its defaults, on-policy: CE + early exit, REINFORCE with the batch baseline and discounted
-        returns, the rate loss, aux_loss, backward, clip, AdamW; M is the model module (this or the base checkout) """
+        returns, the rate loss, backward, clip, AdamW; M is the model module (this or the base checkout) """
     with ctx:
         out = model(X)
     nll, nll_early = M.next_byte_nll(out['logits'], X), M.next_byte_nll(out['early_logits'], X)
@@ -100,7 +100,7 @@ def train_step(M, model, opt, X, ctx):
     gate_logits, gates = out['gate_logits'].float(), out['gates'].float()
     logp = -F.binary_cross_entropy_with_logits(gate_logits, gates, reduction='none')
     r_loss = gate_logits.mean() * (out['gate_probs'].float().mean() - 0.2).detach()
-    loss = 0.9 * nll.mean() + 0.1 * nll_early.mean() - 0.01 * (returns * logp).mean() + 0.01 * r_loss + out['aux_loss']
+    loss = 0.9 * nll.mean() + 0.1 * nll_early.mean() - 0.01 * (returns * logp).mean() + 0.01 * r_loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
@@ -406,7 +406,7 @@ if not compare:
         for i in range(steps + 5):
             t0 = time.perf_counter()
             out = model(X)
-            loss = F.cross_entropy(out['logits'][:, :-1].flatten(0, 1), X[:, 1:].flatten()) + out['aux_loss']
+            loss = F.cross_entropy(out['logits'][:, :-1].flatten(0, 1), X[:, 1:].flatten())
             loss.backward()
             if device.startswith('cuda'):
                 torch.cuda.synchronize()

@@ -236,7 +236,7 @@ def gather(z, ids):
 
 
 # -----------------------------------------------------------------------------
-# Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, aux_loss, each (B, T) but aux_loss (scalar).
+# Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, each (B, T).
 # x is the down layers' output. With `gates` given they are prescribed (no sampling) and the policy is scored on
 # them. Gates are floats; only `nawrot` lets a gradient through them. The model forces both ends afterwards.
 # For generation, gater.step(x, x_prev, byte, t, hist, u) -> gate_probs, gates (B,) decides one row position t >= 1
@@ -262,7 +262,7 @@ class UniformGater(nn.Module):
             top = u.topk(min(T, max(2, round(self.rate * T))), dim=-1).indices
             gates = torch.zeros(B, T, device=idx.device).scatter_(1, top, 1.0)
         probs = torch.full((B, T), self.rate, device=idx.device)
-        return probs.logit(), probs, gates, x.new_zeros(())
+        return probs.logit(), probs, gates
 
     def step(self, x, x_prev, byte, t, hist, u): # generation cannot fix a count ahead: Bernoulli(rate), as bernoulli
         p = torch.full_like(u, self.rate)
@@ -279,7 +279,7 @@ class BernoulliGater(nn.Module):
     def forward(self, x, idx, gates=None):
         probs = torch.full(idx.shape, self.rate, device=idx.device)
         gates = torch.bernoulli(probs) if gates is None else gates
-        return probs.logit(), probs, gates, x.new_zeros(())
+        return probs.logit(), probs, gates
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = torch.full_like(u, self.rate)
@@ -297,7 +297,7 @@ class EquidistantGater(nn.Module):
         t = torch.arange(idx.size(1), device=idx.device)
         probs = (t % round(1 / self.rate) == 0).float().expand(idx.shape)
         gates = probs if gates is None else gates
-        return CERTAIN * (2 * probs - 1), probs, gates, x.new_zeros(())
+        return CERTAIN * (2 * probs - 1), probs, gates
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = torch.full_like(u, float(t % round(1 / self.rate) == 0))
@@ -313,7 +313,7 @@ class WhitespaceGater(nn.Module):
     def forward(self, x, idx, gates=None):
         probs = torch.isin(idx, torch.tensor(WHITESPACE, device=idx.device)).float()
         gates = probs if gates is None else gates
-        return CERTAIN * (2 * probs - 1), probs, gates, x.new_zeros(())
+        return CERTAIN * (2 * probs - 1), probs, gates
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = self(x[:, None], byte[:, None])[1][:, 0]
@@ -333,7 +333,7 @@ class LinearGater(nn.Module):
         logits = self.proj(x).squeeze(-1).float()
         probs = torch.sigmoid(logits)
         gates = torch.bernoulli(probs.detach()) if gates is None else gates
-        return logits, probs, gates, x.new_zeros(())
+        return logits, probs, gates
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = torch.sigmoid(self.proj(x).squeeze(-1).float())
@@ -420,11 +420,11 @@ class SequentialGater(nn.Module):
             torch.lt(thr[j0:j0 + chunk, :, None], zc, out=g[j0:j0 + chunk])
             for j in range(j0, j0 + len(zc)):                  # s <- M_j o s
                 s = (s >> 1).add_(g[j].gather(1, s), alpha=top)
-        P, d = s.view(B, n, H), 1                              # each block's map
-        while d < n:                                           # P[k] <- P[k] o P[k-d]: now blocks (k-2d, k]
-            P = torch.cat([P[:, :d], P[:, d:].gather(2, P[:, :-d])], dim=1)
+        maps, d = s.view(B, n, H), 1                           # each block's map
+        while d < n:                                           # maps[k] <- maps[k] o maps[k-d]: now blocks (k-2d, k]
+            maps = torch.cat([maps[:, :d], maps[:, d:].gather(2, maps[:, :-d])], dim=1)
             d *= 2
-        s = F.pad(P[:, :-1, 0], (1, 0)).view(N, 1)             # the history before each block
+        s = F.pad(maps[:, :-1, 0], (1, 0)).view(N, 1)          # the history before each block
         a = V.new_empty(L, N)
         for j in range(L):                                     # each block once more, from its start
             bit = g[j].gather(1, s)
@@ -444,7 +444,7 @@ class SequentialGater(nn.Module):
             a[:, w - 1] = 1.0                                  # the forced first gate, as in the scan
         history = a.unfold(1, w - 1, 1)[:, :T] if w > 1 else V.new_zeros(B, T, 0) # (B, T, w-1), teacher forcing
         logits = self.logits_of(V, history)
-        return logits, torch.sigmoid(logits), a[:, w - 1:], x.new_zeros(())
+        return logits, torch.sigmoid(logits), a[:, w - 1:]
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = torch.sigmoid(self.logits_of(self.filter(x).float()[:, None], hist[:, None]))[:, 0]
@@ -453,7 +453,7 @@ class SequentialGater(nn.Module):
 
 class NawrotGater(nn.Module):
     """ Dynamic Token Pooling's boundary predictor: MLP -> relaxed Bernoulli (Gumbel-sigmoid) -> hard 0/1 with a
-        straight-through gradient; aux_loss is the binomial prior -log Binomial(n_gates; T, rate) / T.
+        straight-through gradient (Nawrot et al.'s binomial prior on the count is train.py's rate_loss='binomial').
         The probs it returns are the relaxed sample s_t, as the paper's run, not sigmoid(z_t), so train.py's rate loss
         holds mean(s) at the target. The hard rate P(s_t > 0.5) = sigmoid(z_t) settles lower, since s is pulled towards
         0.5: with equal logits at temperature 1, mean(s) = 0.2 gives a rate of 0.11 (0.17 at 0.5). The rate loss's
@@ -461,7 +461,7 @@ class NawrotGater(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.rate, self.temp = config.rate, config.nawrot_temp
+        self.temp = config.nawrot_temp
         self.mlp = nn.Sequential(nn.Linear(config.n_embd, config.n_embd), nn.ReLU(), nn.Linear(config.n_embd, 1))
 
     def forward(self, x, idx, gates=None):
@@ -472,10 +472,7 @@ class NawrotGater(nn.Module):
         probs = torch.sigmoid(logits) # s_t; with prescribed gates nothing is drawn: sigmoid(z_t) = P(s_t > 0.5)
         if gates is None:
             gates = (probs > 0.5).float() - probs.detach() + probs # forward 0/1, backward d s
-        T = gates.size(1)
-        prior = torch.distributions.Binomial(total_count=T, probs=torch.tensor(self.rate, device=x.device))
-        aux_loss = -prior.log_prob(gates.sum(-1)).mean() / T
-        return logits, probs, gates, aux_loss
+        return logits, probs, gates
 
     def step(self, x, x_prev, byte, t, hist, u): # the relaxed sample is > 1/2 iff logit + logistic noise > 0: p
         p = torch.sigmoid(self.mlp(x).squeeze(-1).float())
@@ -484,8 +481,8 @@ class NawrotGater(nn.Module):
 
 class HNetGater(nn.Module):
     """ H-Net's routing module: p_t = (1 - cos(W_q x_{t-1}, W_k x_t)) / 2, p_0 = 1, boundary where p_t > 0.5;
-        W_q = W_k = I at init, so a boundary is where consecutive states point apart. Its ratio loss is not an
-        aux_loss but train.py's rate_loss='hnet': the gater cannot tell padding from bytes, train.py's mask can. """
+        W_q = W_k = I at init, so a boundary is where consecutive states point apart. Its ratio loss is train.py's
+        rate_loss='hnet', computed there: the gater cannot tell padding from bytes, train.py's mask can. """
 
     def __init__(self, config):
         super().__init__()
@@ -501,7 +498,7 @@ class HNetGater(nn.Module):
         probs = F.pad(((1 - cos) / 2).clamp(0, 1), (1, 0), value=1.0) # (B, T); H-Net says "starts", we say "ends"
         gates = (probs > 0.5).float() if gates is None else gates     # deterministic; the gradient comes via probs
         logits = probs.clamp(1e-6, 1 - 1e-6).logit()
-        return logits, probs, gates, x.new_zeros(())
+        return logits, probs, gates
 
     def step(self, x, x_prev, byte, t, hist, u):
         p = self(torch.stack([x_prev, x], 1), None)[1][:, 1]
@@ -683,7 +680,7 @@ class ByteUNet(nn.Module):
         for block in self.down:
             x = block(x, cos, sin, kv.get(block))
         early_logits = self.early_head(x)                      # (B, T, vocab), the early exit
-        gate_logits, gate_probs, g, aux_loss = self.gater(x, idx, gates)
+        gate_logits, gate_probs, g = self.gater(x, idx, gates)
         forced = torch.zeros(T, dtype=torch.bool, device=idx.device)
         forced[[0, -1]] = True                                 # the first byte and the last end a chunk, always
         g = torch.where(forced, 1.0, g.float())                # still carries nawrot's straight-through gradient
@@ -700,7 +697,7 @@ class ByteUNet(nn.Module):
             y = block(y, cos, sin, kv.get(block))
         logits = self.lm_head(y)
         out = dict(logits=logits, early_logits=early_logits, gates=g.detach().long(), gate_logits=gate_logits,
-                   gate_probs=gate_probs, aux_loss=aux_loss, n_chunks=n_chunks)
+                   gate_probs=gate_probs, n_chunks=n_chunks)
         return out if cache is None else {**out, 'z': z, 'zo': zo, 'ends': ends}
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
@@ -877,6 +874,17 @@ def hnet_ratio_loss(gates, probs, rate, mask=None):
     f = ((gates.detach() * mask).sum() / mask.sum())           # F: fraction of bytes that end a chunk, no gradient
     p = (probs * mask).sum() / mask.sum()                      # P: mean boundary probability
     return N / (N - 1) * ((1 - f) * (1 - p) + (N - 1) * f * p)
+
+
+def binomial_prior(gates, rate, mask):
+    """ Nawrot et al.'s prior on the boundary count: -log Binomial(n; N, rate) / N per row, averaged over rows, with
+        n the gates and N the real bytes of the row (mask). Differentiable in gates (lgamma), so a straight-through
+        gate gets a gradient; minimal at the binomial's mode floor((N+1) rate): N 10, rate 0.2 -> n = 2 """
+    mask = mask.to(gates.dtype)
+    n, N = (gates * mask).sum(-1), mask.sum(-1)
+    log_p = (torch.lgamma(N + 1) - torch.lgamma(n + 1) - torch.lgamma(N - n + 1)
+             + n * math.log(rate) + (N - n) * math.log(1 - rate))
+    return -(log_p / N.clamp(min=1)).mean()
 
 
 def next_byte_nll(logits, idx):

@@ -33,8 +33,8 @@ import torch.nn.functional as F
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import (UNetConfig, ByteUNet, boundary_counts, boundary_metrics, bpe_gates, discounted_returns,
-                   gpu_peak_flops, hnet_ratio_loss, next_byte_nll)
+from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, bpe_gates,
+                   discounted_returns, gpu_peak_flops, hnet_ratio_loss, next_byte_nll)
 
 # -----------------------------------------------------------------------------
 # default config values: a small model on the embedded pycode corpus that trains on a CPU in a few minutes
@@ -76,15 +76,14 @@ nawrot_temp = 0.5
 # boundaries prescribed from outside the model ('' or 'bpe': a gate at the first byte of each tiktoken token)
 prescribe = ''
 bpe_encoding = 'gpt2'
-# losses: (1-early_weight) CE + early_weight CE_early + pg_weight PG + rate_weight rate_loss + aux_weight aux_loss
+# losses: (1-early_weight) CE + early_weight CE_early + pg_weight PG + rate_weight rate_loss
 early_weight = 0.1 # lambda_e: the early-exit head's share of the byte loss
 pg_weight = 0.01 # lambda_pi: the score-function (REINFORCE) loss of the gater; 0 for fixed and straight-through gaters
 gamma = 0.99 # discount of later rewards along the bytes
 early_exit_reward = True # reward CE_early - CE; False: reward -CE
 batch_baseline = True # subtract the batch mean reward at each position
-rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - rate); 'hnet': H-Net's ratio loss
+rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - rate); 'hnet': H-Net's ratio loss; 'binomial': Nawrot's prior
 rate_weight = 0.01 # lambda_c
-aux_weight = 0.0 # weight of the model's own aux_loss: Nawrot's binomial prior (no paper run uses it), else 0
 # adamw optimizer and schedule: linear warmup from 0.1*lr, then cosine to min_lr at lr_decay_iters
 learning_rate = 3e-3
 max_iters = 600
@@ -116,8 +115,8 @@ for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters
           'max_bad_steps'):
     if config[k] <= 0:
         raise SystemExit(f"train.py: --{k}={config[k]} must be positive")
-if rate_loss not in ('ours', 'hnet'):
-    raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours' or 'hnet'")
+if rate_loss not in ('ours', 'hnet', 'binomial'):
+    raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours', 'hnet' or 'binomial'")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     raise SystemExit(f"train.py: --dtype={dtype}: use float32, bfloat16 or float16")
 if device.startswith('cuda') and not torch.cuda.is_available():
@@ -223,13 +222,14 @@ def get_rows(split, rows):
     for i, r in enumerate(rows):
         start, n = row_start[split][r], 1 + row_len[split][r] # BOS + bytes
         X[i, 0], X[i, 1:n], M[i, :n] = BOS, data[split][start:start + n - 1], True
-    P = None # BPE guidance: the tiktoken tokens of each row's bytes, looked up ahead of the model (see bpe_gates)
+    prescribed = None # BPE guidance: the tiktoken tokens of each row's bytes, looked up ahead of the model (bpe_gates)
     if prescribe == 'bpe':
-        P = torch.stack([bpe_gates(enc, x[1:m.sum()].astype(np.uint8).tobytes(), block_size) for x, m in zip(X, M)])
+        prescribed = torch.stack([bpe_gates(enc, x[1:m.sum()].astype(np.uint8).tobytes(), block_size)
+                                  for x, m in zip(X, M)])
     X, M = torch.from_numpy(X), torch.from_numpy(M)
     if device_type == 'cuda': # pin arrays, which allows us to move them to GPU asynchronously (non_blocking=True)
-        return [t.pin_memory().to(device, non_blocking=True) if t is not None else None for t in (X, M, P)]
-    return [t.to(device) if t is not None else None for t in (X, M, P)]
+        return [t.pin_memory().to(device, non_blocking=True) if t is not None else None for t in (X, M, prescribed)]
+    return [t.to(device) if t is not None else None for t in (X, M, prescribed)]
 
 _perm = {} # epoch -> its shuffled row order, for the epochs still being read
 def train_rows(it, micro):
@@ -459,10 +459,12 @@ while True:
             mean_p = (gate_probs * Mf).sum() / Mf.sum()
             if rate_loss == 'ours': # a uniform push on every free logit, down when above the rate, up when below
                 r_loss = (gate_logits * Mf).sum() / Mf.sum() * (mean_p - rate).detach()
-            else: # H-Net's ratio loss, minimal when both the realised rate and the mean probability are on target
+            elif rate_loss == 'hnet': # H-Net's ratio loss, minimal when the realised rate and mean(p) are on target
                 r_loss = hnet_ratio_loss(out['gates'].float(), gate_probs, rate, Mf)
+            else: # Nawrot's prior -log Binomial(gates; bytes, rate) / bytes per row, on the straight-through gates
+                r_loss = binomial_prior(out['gates'].float() + gate_probs - gate_probs.detach(), rate, Mf)
             loss = ((1 - early_weight) * lm_loss + early_weight * early_loss + pg_weight * pg_loss
-                    + rate_weight * r_loss + aux_weight * out['aux_loss'])
+                    + rate_weight * r_loss)
             # --- end of the REINFORCE step ---
             if nan_at_iter <= iter_num < nan_at_iter + nan_iters and ddp_rank == ddp_world_size - 1:
                 loss = loss * math.nan # fault injection (tests): a loss spike gone non-finite on one rank
@@ -510,7 +512,7 @@ while True:
               f"boundary_precision {s['boundary_precision']:.3f}, {und_str}lr {lr:.2e}, "
               f"pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, {mfu_str}{dt * 1000:.0f}ms")
         log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu,
-                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), aux_loss=out['aux_loss'].detach().item(), **s,
+                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), **s,
                  **und, bad_steps=bad_steps))
     if bad_run >= max_bad_steps: # every rank counts alike; the weights are still the last good ones
         last = f"the last good checkpoint is {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint was written"

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 import model
 from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, AddUpsampler, ByteUNet,
                    HNetUpsampler, MeanDownsampler, NawrotDownsampler, NawrotGater, SequentialGater,
-                   UNetConfig, attention, boundary_counts, boundary_metrics, bpe_gates, chunk_ends, chunk_ids, decode,
-                   ema_scan, encode, gather, hnet_ratio_loss, nawrot_onehot, next_byte_nll,
+                   UNetConfig, attention, binomial_prior, boundary_counts, boundary_metrics, bpe_gates, chunk_ends,
+                   chunk_ids, decode, ema_scan, encode, gather, hnet_ratio_loss, nawrot_onehot, next_byte_nll,
                    read_ids)
 
 PAIRS = list(itertools.product(DOWNSAMPLERS, UPSAMPLERS)) # every (down, up) pair is valid, and causal
@@ -85,7 +85,6 @@ def test_forward_shapes_and_finite_loss(gater, down, up):
     assert out['gates'].dtype == torch.long and out['gates'].shape == (B, T)
     assert set(out['gates'].unique().tolist()) <= {0, 1}
     assert out['gate_logits'].shape == out['gate_probs'].shape == (B, T)
-    assert out['aux_loss'].dim() == 0 and torch.isfinite(out['aux_loss'])
     assert torch.equal(out['n_chunks'], out['gates'].sum(-1))
     assert torch.isfinite(lm_loss(out, idx))
 
@@ -130,7 +129,7 @@ def test_overfits_one_batch(gater, down, up):
     idx, losses = rows(4, 64, seed=40), []
     for _ in range(25):
         out = m(idx)
-        loss = lm_loss(out, idx) + out['aux_loss']
+        loss = lm_loss(out, idx)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -216,7 +215,7 @@ def test_padded_chunk_slots_change_no_output(gater, down, up, monkeypatch):
     torch.manual_seed(9)
     got = m(idx, gates)
     assert seen == [64] and want['n_chunks'].max() < 64  # the padding is in play
-    for key in ('logits', 'early_logits', 'gate_probs', 'aux_loss', 'gates', 'n_chunks'):
+    for key in ('logits', 'early_logits', 'gate_probs', 'gates', 'n_chunks'):
         torch.testing.assert_close(got[key], want[key], msg=key)
 
 
@@ -283,7 +282,7 @@ def test_uniform_exact_count():
     for rate, T in [(0.2, 64), (0.2, 33), (0.3, 10), (0.5, 7), (1 / 3, 64)]:
         gater = GATERS['uniform'](tiny(rate=rate))
         idx = rows(50, T, seed=12)
-        _, probs, gates, _ = gater(torch.zeros(50, T, 32), idx)
+        _, probs, gates = gater(torch.zeros(50, T, 32), idx)
         assert (gates.sum(-1) == round(rate * T)).all(), (rate, T)
         assert (gates[:, 0] == 1).all() and (gates[:, -1] == 1).all()
         assert (probs == rate).all()
@@ -308,7 +307,7 @@ def test_independent_gaters_hit_the_rate_at_init(gater):
     rate, B, T = 0.2, 256, 64
     g = GATERS[gater](tiny(rate=rate))
     torch.manual_seed(15)
-    _, probs, gates, _ = g(torch.randn(B, T, 32), rows(B, T, seed=15))
+    _, probs, gates = g(torch.randn(B, T, 32), rows(B, T, seed=15))
     torch.testing.assert_close(probs, torch.full((B, T), rate))  # the linear gater starts on target
     n = B * T
     assert abs(gates.sum().item() - n * rate) < 4 * math.sqrt(n * rate * (1 - rate))
@@ -322,7 +321,7 @@ def test_whitespace_gates_exactly_at_whitespace():
     expected[:, [0, -1]] = 1
     assert torch.equal(out['gates'], expected)
     all_bytes = torch.arange(256)[None]
-    _, probs, gates, _ = GATERS['whitespace'](tiny())(torch.zeros(1, 256, 32), all_bytes)
+    _, probs, gates = GATERS['whitespace'](tiny())(torch.zeros(1, 256, 32), all_bytes)
     assert gates[0].nonzero().flatten().tolist() == [9, 10, 11, 12, 13, 32]
 
 
@@ -361,7 +360,7 @@ def test_sequential_scan_matches_teacher_forced_recompute(mode):
     a, probs = g.scan(g.filter(x).float())
     assert (a[:, :w - 1] == 0).all() and (a[:, w - 1] == 1).all()  # w-1 zeros of history, then the forced gate
     gates = a[:, w - 1:]
-    _, probs_tf, gates_tf, _ = g(x, rows(B, T, seed=18), gates)
+    _, probs_tf, gates_tf = g(x, rows(B, T, seed=18), gates)
     assert torch.equal(gates_tf, gates)
     torch.testing.assert_close(probs_tf[:, 1:], probs[:, 1:])
     assert probs[:, 1:].std() > 0.1  # the probabilities do vary: the check compares more than a constant
@@ -373,7 +372,7 @@ def test_sequential_forward_samples_from_the_scan():
     g, T = sequential_gater(), 32
     x, idx = torch.randn(4, T, 32), rows(4, T, seed=19)
     torch.manual_seed(20)
-    _, probs, gates, _ = g(x, idx)
+    _, probs, gates = g(x, idx)
     torch.manual_seed(20)
     a, probs_scan = g.scan(g.filter(x).float())
     assert torch.equal(gates, a[:, 7:])
@@ -468,7 +467,7 @@ def test_straight_through_routers_learn_from_the_lm_loss(gater, modules):
     m = make_model(gater=gater, downsampler=gater, upsampler=gater).train()
     idx = rows(2, 64, seed=24)
     torch.manual_seed(25)
-    lm_loss(m(idx), idx).backward()  # no aux_loss: the gradient comes through the chunking itself
+    lm_loss(m(idx), idx).backward()  # the byte loss alone: the gradient comes through the chunking itself
     for name in modules:
         for pname, p in getattr(m.gater, name).named_parameters():
             assert p.grad is not None and p.grad.abs().sum() > 0, f'{name}.{pname}'
@@ -522,7 +521,7 @@ def test_nawrot_pooling_with_ste_gates_equals_hard_gates():
 def test_nawrot_gates_are_exactly_zero_or_one():
     gater = NawrotGater(tiny())
     torch.manual_seed(29)
-    _, _, gates, _ = gater(3 * torch.randn(64, 64, 32), rows(64, 64, seed=29))
+    gates = gater(3 * torch.randn(64, 64, 32), rows(64, 64, seed=29))[2]
     assert ((gates == 0) | (gates == 1)).all()  # not 0.99999994: the chunk counts come from these
     assert 0 < gates.mean() < 1
 
@@ -569,7 +568,7 @@ def test_nawrot_probs_are_the_relaxed_sample():
     gater = NawrotGater(tiny(nawrot_temp=1.0))
     x, idx = torch.randn(4, 64, 32), rows(4, 64, seed=43)
     torch.manual_seed(44)
-    logits, probs, gates, _ = gater(x, idx)
+    logits, probs, gates = gater(x, idx)
     z = gater.mlp(x).squeeze(-1)
     torch.manual_seed(44)
     u = torch.rand_like(z).clamp(1e-6, 1 - 1e-6)
@@ -601,14 +600,14 @@ def test_ema_scan_is_fp32_accurate_at_paper_length():
 
 
 def test_hnet_ratio_loss_is_one_at_the_target_and_minimal_on_the_diagonal():
-    """ with G = F (the probabilities agree with the decisions) the loss is minimal at F = rate, where it is 1; F
-        carries no gradient, and at F = rate the gradient in G vanishes (above it G is pushed down, below up) """
+    """ with P = F (the probabilities agree with the decisions) the loss is minimal at F = rate, where it is 1; F
+        carries no gradient, and at F = rate the gradient in P vanishes (above it P is pushed down, below up) """
     rate, n = 0.2, 100
     grid = [k / n for k in range(0, n + 1, 5)]
 
-    def loss(F_, G_, grad=False):
+    def loss(F_, P_, grad=False):
         gates = (torch.arange(n) < round(F_ * n)).float()
-        probs = torch.full((n,), G_, requires_grad=grad)
+        probs = torch.full((n,), P_, requires_grad=grad)
         return hnet_ratio_loss(gates, probs, rate), probs
     diag = [loss(f, f)[0].item() for f in grid]
     assert grid[diag.index(min(diag))] == rate
@@ -616,8 +615,8 @@ def test_hnet_ratio_loss_is_one_at_the_target_and_minimal_on_the_diagonal():
     for F_, sign in ((0.1, -1), (0.2, 0), (0.3, 1)):
         l, probs = loss(F_, 0.5, grad=True)
         l.backward()
-        dG = probs.grad.sum().item()
-        assert (abs(dG) < 1e-5) if sign == 0 else (dG * sign > 0), F_
+        dP = probs.grad.sum().item()
+        assert (abs(dP) < 1e-5) if sign == 0 else (dP * sign > 0), F_
 
 
 def test_hnet_ratio_loss_mask_drops_padding():
@@ -629,20 +628,24 @@ def test_hnet_ratio_loss_mask_drops_padding():
                                hnet_ratio_loss(gates[keep], probs[keep], 0.2))
 
 
-@pytest.mark.parametrize('T', [50, 60, 33])
-def test_nawrot_binomial_prior_is_minimal_at_the_rate(T):
-    """ aux_loss = -log Binomial(count; T, rate) / T, smallest at the binomial's mode floor((T+1) rate), within one of
-        rate * T (T = 64 is avoided: 65 * 0.2 is whole, so 12 and 13 tie) """
-    gater, rate = NawrotGater(tiny()), 0.2
-    x, idx = torch.randn(1, T, 32), rows(1, T, seed=34)
-    aux = []
-    for k in range(T + 1):
-        gates = (torch.arange(T) < k).float()[None]
-        aux.append(gater(x, idx, gates)[3].item())
-        expected = -(math.log(math.comb(T, k)) + k * math.log(rate) + (T - k) * math.log(1 - rate)) / T
-        assert math.isclose(aux[-1], expected, rel_tol=1e-4), k
-    k = aux.index(min(aux))
-    assert k == math.floor((T + 1) * rate) and abs(k - rate * T) < 1
+def test_binomial_prior_is_minimal_at_the_rate_and_masks_padding():
+    """ -log Binomial(count; N, rate) / N, smallest at the binomial's mode floor((N+1) rate), within one of rate * N
+        (N = 64 is avoided: 65 * 0.2 is whole, so 12 and 13 tie); padding counts neither as a byte nor as a gate """
+    rate = 0.2
+    for N in (50, 60, 33):
+        prior = []
+        for k in range(N + 1):
+            gates = (torch.arange(N) < k).float()[None]
+            prior.append(binomial_prior(gates, rate, torch.ones(1, N, dtype=torch.bool)).item())
+            expected = -(math.log(math.comb(N, k)) + k * math.log(rate) + (N - k) * math.log(1 - rate)) / N
+            assert math.isclose(prior[-1], expected, rel_tol=1e-4), (N, k)
+        k = prior.index(min(prior))
+        assert k == math.floor((N + 1) * rate) and abs(k - rate * N) < 1
+    gates = torch.tensor([[1.0, 0, 1, 0, 1, 1, 1]]) # 3 gates in 5 real bytes; the padding's gates are ignored
+    mask = torch.tensor([[True] * 5 + [False] * 2])
+    expected = -(math.log(math.comb(5, 3)) + 3 * math.log(rate) + 2 * math.log(1 - rate)) / 5
+    assert math.isclose(binomial_prior(gates, rate, mask).item(), expected, rel_tol=1e-6)
+
 
 # -----------------------------------------------------------------------------
 # Attention: the SDPA, softcap and blocked sliding-window paths against a plain softmax; the window's edge

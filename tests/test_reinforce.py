@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import ROOT
-from model import UNetConfig, ByteUNet, BOS, discounted_returns, hnet_ratio_loss, logit, next_byte_nll
+from model import UNetConfig, ByteUNet, BOS, binomial_prior, discounted_returns, hnet_ratio_loss, logit, next_byte_nll
 
 # -----------------------------------------------------------------------------
 # train.py's REINFORCE step, as it ships
@@ -63,8 +63,7 @@ def fake_out(B, T, seed=0):
     gate_logits = torch.randn(B, T, generator=g, dtype=torch.float64)
     probs = torch.sigmoid(gate_logits)
     return dict(logits=torch.randn(B, T, 256, generator=g), early_logits=torch.randn(B, T, 256, generator=g),
-                gate_logits=gate_logits, gate_probs=probs, gates=torch.bernoulli(probs.detach(), generator=g),
-                aux_loss=torch.zeros(()))
+                gate_logits=gate_logits, gate_probs=probs, gates=torch.bernoulli(probs.detach(), generator=g))
 
 # -----------------------------------------------------------------------------
 # a tiny U-Net and every gate sequence of one row
@@ -92,11 +91,11 @@ def all_gates(T):
 def enumerate_row(model, row=ROW):
     """ one forward over every gate sequence of the row: X, M, out, and pi(g) (float64) from the teacher-forced
         gate logits (the product over t of sigmoid-probabilities; the forced ends contribute log 1 = 0) """
-    G = all_gates(len(row))
-    X = torch.tensor(row).expand(len(G), -1)
-    out = model(X, gates=G)
-    assert torch.equal(out['gates'].float(), G)
-    logp = -F.binary_cross_entropy_with_logits(out['gate_logits'].double(), G.double(), reduction='none')
+    seqs = all_gates(len(row))
+    X = torch.tensor(row).expand(len(seqs), -1)
+    out = model(X, gates=seqs)
+    assert torch.equal(out['gates'].float(), seqs)
+    logp = -F.binary_cross_entropy_with_logits(out['gate_logits'].double(), seqs.double(), reduction='none')
     pi = logp.sum(1).exp()
     torch.testing.assert_close(pi.sum(), torch.tensor(1.0, dtype=torch.float64)) # a distribution over sequences
     return X, torch.ones_like(X, dtype=torch.bool), out, pi
@@ -218,13 +217,13 @@ def test_batch_baseline_scales_the_expected_gradient_by_b_minus_1_over_b():
         length the expected gradient is exactly (B-1)/B times the true one (same direction, unbiased up to scale) """
     model = tiny_model(seed=2)
     rows = [[BOS] + list(b'ab c'), [BOS] + list(b'if :'), [BOS] + list(b'x+=1')] # T = 5: 3 free gates each
-    B, G1 = len(rows), all_gates(5)
-    combos = list(itertools.product(range(len(G1)), repeat=B)) # every joint draw of the batch, 512
+    B, seqs1 = len(rows), all_gates(5)
+    combos = list(itertools.product(range(len(seqs1)), repeat=B)) # every joint draw of the batch, 512
     X = torch.tensor([rows[b] for _ in combos for b in range(B)])
-    G = torch.stack([G1[i] for c in combos for i in c])
-    out = model(X, gates=G)
+    seqs = torch.stack([seqs1[i] for c in combos for i in c])
+    out = model(X, gates=seqs)
     M = torch.ones_like(X, dtype=torch.bool)
-    logp = -F.binary_cross_entropy_with_logits(out['gate_logits'].double(), G.double(), reduction='none')
+    logp = -F.binary_cross_entropy_with_logits(out['gate_logits'].double(), seqs.double(), reduction='none')
     pi = logp.sum(1).view(len(combos), B).sum(1).exp() # probability of the joint draw
     params = list(model.gater.parameters())
     nll = next_byte_nll(out['logits'], X)
@@ -295,10 +294,40 @@ def test_hnet_ratio_loss_gradient():
     loss = hnet_ratio_loss(gates, probs, 1 / N, mask)
     loss.backward()
     Fr = gates[mask].mean().item()
-    dG = N / (N - 1) * (N * Fr - 1) # d loss / d G, G = mean of probs over the real positions
-    torch.testing.assert_close(probs.grad, torch.where(mask, dG / mask.sum(), 0.0).double())
-    on_target = torch.tensor([[1.0, 0, 0, 0, 0]] * 2) # F = G = rate: the minimum value 1
+    dP = N / (N - 1) * (N * Fr - 1) # d loss / d P, P = mean of probs over the real positions
+    torch.testing.assert_close(probs.grad, torch.where(mask, dP / mask.sum(), 0.0).double())
+    on_target = torch.tensor([[1.0, 0, 0, 0, 0]] * 2) # F = P = rate: the minimum value 1
     torch.testing.assert_close(hnet_ratio_loss(on_target, torch.full((2, 5), 0.2), 0.2), torch.tensor(1.0))
+
+def test_rate_loss_binomial_holds_nawrots_hard_rate_at_the_target():
+    """ rate_loss='binomial' (Nawrot et al.'s prior) through train.py's step: its value is the prior of the hard gate
+        count over the real bytes, and its gradient reaches the gater through the straight-through gates alone, enough
+        for Adam on it alone to bring the hard rate from either side to the target (the forced ends counted, as the
+        prior counts them; rows of 64 bytes, so that they weigh little) """
+    target = 0.2
+    for start in (0.5, 0.01):
+        model = tiny_model('nawrot', seed=7, nawrot_temp=1.0, block_size=64).float()
+        last = model.gater.mlp[-1]
+        torch.nn.init.zeros_(last.weight)
+        torch.nn.init.constant_(last.bias, logit(start)) # hard rate P(s > 1/2) = start at temperature 1
+        torch.manual_seed(0)
+        X = torch.randint(0, 256, (16, 64))
+        X[:, 0] = BOS
+        M = torch.ones_like(X, dtype=torch.bool)
+        M[3, 40:] = False
+        opt = torch.optim.Adam(model.gater.parameters(), lr=0.05)
+        rates = []
+        for _ in range(41):
+            out = model(X)
+            rates.append(out['gates'][M].float().mean().item())
+            r_loss = step(out, X, M, rate=target, rate_loss='binomial')['r_loss']
+            torch.testing.assert_close(r_loss, binomial_prior(out['gates'].float(), target, M))
+            opt.zero_grad()
+            r_loss.backward()
+            opt.step()
+        after = sum(rates[-10:]) / 10 # the gates are drawn: the mean of the last few steps
+        assert abs(rates[0] - target) > 0.15 and abs(after - target) < 0.03, (start, rates[0], after)
+
 
 # -----------------------------------------------------------------------------
 # 5. sign check: a gate that lowers the loss becomes more likely under pg_loss alone
