@@ -1,14 +1,14 @@
 """
 Measurements, each printed with the command that made it.
 $ python bench.py                 # forward + backward time of each method's model on one batch
-$ python bench.py --compare=True  # train each method on pycode with equal bytes, then a table and a plot of val bpb
+$ python bench.py --compare=True  # each method at the sweep's setting COMPARE, 3 seeds: a table, JSON and plots
 $ python bench.py --table=cpu --base=/tmp/nanotok-base   # sampler vs loop, sequential vs uniform forward at 4096
                                   # bytes, the 18M training step against another checkout's model.py, alternated
 $ python bench.py --table=gpu --device=cuda   # bytes/s, MFU, the sampler's share: 18M and 73M at 4096 bytes, bf16
 $ python bench.py --generate=True # bytes/s of generate (KV cache) against re-running the row for every byte
 $ python bench.py --generate=True --block_size=4096 --gen_points=9  # ... rows that grow to 2064 bytes, re-run timed
 $ python bench.py --sweep=all     # the gater sweep: does sequential beat random, and find word edges? (SWEEP below)
-Any key below can be overridden, e.g. --n_embd=128 --device=cuda --max_iters=1200.
+Any key below can be overridden, e.g. --n_embd=128 --device=cuda --steps=50.
 """
 import os
 import sys
@@ -26,10 +26,9 @@ from model import UNetConfig, ByteUNet, BOS, PRESETS, gpu_peak_flops
 
 # -----------------------------------------------------------------------------
 methods = 'random,sequential,hnet,nawrot,whitespace' # names of config/method_*.py
-compare = False # False: time forward + backward; True: train every method with config/train_tiny_pycode.py
-retrain = True # with compare: False reuses the logs already in out_root (to redraw the table and plot)
+compare = False # True: train every method of `methods` at the setting COMPARE below, 3 seeds each: compare_json
+retrain = True # with compare or sweep: False reuses the checkpoints already in out_root (to measure and plot again)
 out_root = 'out-compare'
-max_iters = 600 # training iterations per method when comparing (8 rows of 256 bytes each)
 batch_size = 8
 block_size = 256
 n_embd = 64
@@ -60,6 +59,10 @@ gen_slow_bytes = 0 # > 0: the re-run method makes only its first gen_slow_bytes 
 gen_points = 0 # > 0: the re-run's time for all gen_bytes from its per-byte forward timed at gen_points row lengths
 sweep = '' # 'all' or runs 'setting:method:seed,...' of SWEEP below: train, measure word edges, write sweep_json
 sweep_json = 'assets/sweep_gater.json'
+compare_json = 'assets/compare.json'
+sweep_jobs = 2 # trainings at once in a sweep or comparison, one thread each
+sweep_iters = 0 # > 0: every run of a sweep or comparison takes this many steps instead (a quick check)
+data_dir = 'data' # where a sweep or comparison finds data/pydocs (made by prepare.py if it is missing)
 sweep_rows = 256 # val windows the sweep measures on, spread evenly over the val split
 exec(open('configurator.py').read()) # overrides from command line or config file
 # -----------------------------------------------------------------------------
@@ -254,40 +257,31 @@ if generate:
               f"{model.get_num_params():,} | {fast:,.0f} | {slow:,.1f} | {fast / slow:.1f}x |", flush=True)
     sys.exit(0)
 
-# the gater sweep: the tiny model at small changes (data, batch, loss weights, depth), each run measured afterwards on
-# the same sweep_rows val windows for val bpb and the word-edge metrics; every run's numbers and command go to sweep_json
-SWEEP_BASE = ['config/train_tiny_pycode.py', '--eval_interval=150'] # 600 steps of 8 x 256 bytes: ~10 min on a shared core
-SWEEP = { # setting -> (corpus made by prepare.py, block_size, train.py flags)
-    'pydocs': ('pydocs', 256, []), # the tiny config on English: the paper's loss weights and gate scale
-    'pydocs_x10': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1']), # lambda_pi and lambda_c x10 together
-    # gate_scale 1/16 (the paper's): Adam moves each filter weight by about lr a step, so the gate logits move 16x
-    # slower than at scale 1, too slow to leave logit(rate) in 600 steps
-    'pydocs_x10_scale1': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0']),
-    # the paper's ablation directions, at pydocs_x10_scale1
-    'pydocs_x10_scale1_gamma1': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0',
-                                                 '--gamma=1.0']),
-    'pydocs_x10_scale1_no_consistency': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.0', '--gate_scale=1.0']),
-    'pydocs_x10_scale1_no_early_exit': ('pydocs', 256, ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0',
-                                                        '--early_exit_reward=False']),
+# the gater sweep and the comparison: runs 'setting:method:seed' of the tiny model on pydocs (train.py with SWEEP_BASE,
+# config/method_<method>.py and the setting's flags), sweep_jobs at a time on one thread each; then every checkpoint is
+# measured on the same sweep_rows val windows, and each run's numbers, val curve and command go to the JSON file
+SWEEP_BASE = ['config/train_tiny_pycode.py', '--dataset=pydocs', '--eval_interval=150']
+X10_SCALE1 = ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0'] # lambda_pi, lambda_c x10; gate logits 16x
+ITERS = lambda n: [f'--max_iters={n}', f'--lr_decay_iters={n}'] # steps of 8 rows of 256 bytes, cosine over all of them
+SWEEP = { # setting -> train.py flags
+    # 600 steps (1.1M bytes), the tiny model as it is: the byte layers see 64 bytes, the mid layers add little
+    'w64': [*ITERS(600)],
+    'w64_x10': [*ITERS(600), '--pg_weight=0.1', '--rate_weight=0.1'], # the paper's gate_scale 1/16: too slow
+    'w64_x10_scale1': [*ITERS(600), *X10_SCALE1],
+    # 1200 steps (2.3M bytes); a window of 8 bytes, so that what lies further back reaches a byte through chunks only
+    'w8': [*ITERS(1200), '--window=8'],
+    'w8_x10_scale1': [*ITERS(1200), '--window=8', *X10_SCALE1],
+    # the paper's ablation directions, at w8_x10_scale1
+    'w8_x10_scale1_gamma1': [*ITERS(1200), '--window=8', *X10_SCALE1, '--gamma=1.0'],
+    'w8_x10_scale1_no_consistency': [*ITERS(1200), '--window=8', *X10_SCALE1, '--rate_weight=0.0'],
+    'w8_x10_scale1_no_early_exit': [*ITERS(1200), '--window=8', *X10_SCALE1, '--early_exit_reward=False'],
 }
-SWEEP_RUNS = ['pydocs:random:1', 'pydocs_x10:sequential:1', 'pydocs_x10_scale1:sequential:1', 'pydocs:random:2',
-              'pydocs_x10_scale1:sequential:2', 'pydocs:random:3', 'pydocs_x10_scale1:sequential:3',
-              'pydocs_x10_scale1_gamma1:sequential:1', 'pydocs_x10_scale1_no_early_exit:sequential:1',
-              'pydocs_x10_scale1_no_consistency:sequential:1'] # what --sweep=all runs, in the order they were run
+SWEEP_RUNS = [f'w64:random:{s}' for s in (1, 2, 3)] + [f'w64_x10_scale1:sequential:{s}' for s in (1, 2, 3)] + \
+    ['w64:whitespace:1', 'w64_x10:sequential:1'] + [f'w8_x10_scale1:sequential:{s}' for s in (1, 2, 3)] + \
+    [f'w8:random:{s}' for s in (1, 2, 3)] + ['w8:whitespace:1', 'w8_x10_scale1_gamma1:sequential:1',
+    'w8_x10_scale1_no_consistency:sequential:1', 'w8_x10_scale1_no_early_exit:sequential:1'] # --sweep=all
+COMPARE = 'w8' # --compare=True: every method of `methods` at this setting (sequential at w8_x10_scale1), 3 seeds
 
-def windows(name, block):
-    """ data/<name>_w<block>: each document of data/<name> cut into pieces of block-1 bytes, one row each (the rows
-        train.py reads from consecutive windows; as separate documents they work with any train.py) """
-    src, dst = os.path.join('data', name), os.path.join('data', f'{name}_w{block}')
-    if not os.path.exists(os.path.join(src, 'val_offsets.npy')):
-        subprocess.run([sys.executable, 'prepare.py', name, f'--out_dir={src}'], check=True)
-    os.makedirs(dst, exist_ok=True)
-    for split in ('train', 'val'):
-        off = np.load(os.path.join(src, f'{split}_offsets.npy'))
-        cuts = np.unique(np.concatenate([np.arange(a, b, block - 1) for a, b in zip(off[:-1], off[1:])] + [off[-1:]]))
-        shutil.copyfile(os.path.join(src, f'{split}.bin'), os.path.join(dst, f'{split}.bin'))
-        np.save(os.path.join(dst, f'{split}_offsets.npy'), cuts.astype(np.int64))
-    return os.path.basename(dst)
 
 @torch.no_grad()
 def word_edges(out_dir, dataset, n_rows, batch=32):
@@ -300,8 +294,8 @@ def word_edges(out_dir, dataset, n_rows, batch=32):
     model.load_state_dict(ckpt['model'])
     model.eval()
     T = ckpt['model_args']['block_size']
-    data = np.fromfile(os.path.join('data', dataset, 'val.bin'), dtype=np.uint8)
-    off = np.load(os.path.join('data', dataset, 'val_offsets.npy'))
+    data = np.fromfile(os.path.join(data_dir, dataset, 'val.bin'), dtype=np.uint8)
+    off = np.load(os.path.join(data_dir, dataset, 'val_offsets.npy'))
     docs = np.unique(np.linspace(0, len(off) - 2, n_rows).round().astype(int))
     s = dict.fromkeys(['nll', 'targets', 'gates', 'bytes', 'ws', 'ws_hit', 'ws_word', 'on_edge', 'edges'], 0.0)
     for k in range(0, len(docs), batch):
@@ -335,128 +329,147 @@ def word_edges(out_dir, dataset, n_rows, batch=32):
                 chance_word_boundary=1 - (1 - rate) ** 2, chance_precision=s['edges'] / s['bytes'],
                 val_rows=len(docs))
 
-if sweep:
-    import math, shutil
-    import numpy as np
-    from model import WHITESPACE, next_byte_nll
-    results = json.load(open(sweep_json)) if os.path.exists(sweep_json) else {}
-    for run in (SWEEP_RUNS if sweep == 'all' else sweep.split(',')):
-        setting, method, run_seed = run.split(':')
-        if setting not in SWEEP or not os.path.exists(f'config/method_{method}.py'):
-            sys.exit(f"bench.py: --sweep={sweep}: '{run}' needs a setting of SWEEP ({', '.join(SWEEP)}) and a "
-                     f"config/method_<method>.py")
-        corpus, block, flags = SWEEP[setting]
-        dataset = windows(corpus, block)
+
+@torch.no_grad()
+def excerpt(out_dir, text, width=100):
+    """ the text with a '|' after every byte a checkpoint's gater ends a chunk at (eval mode, the first row) """
+    ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), map_location='cpu', weights_only=True)
+    model = ByteUNet(UNetConfig(**ckpt['model_args']))
+    model.load_state_dict(ckpt['model'])
+    torch.manual_seed(seed)
+    X = torch.tensor([[BOS] + list(text.encode())[:model.config.block_size - 1]])
+    gates = model.eval()(X)['gates'][0, 1:]
+    return ''.join(chr(b) + '|' * int(g) for b, g in zip(X[0, 1:].tolist(), gates.tolist()))[:width]
+
+
+def train_runs(runs, json_path):
+    """ train every run 'setting:method:seed' (sweep_jobs at a time, one thread each), then measure each checkpoint
+        with word_edges; each run's numbers, command and val curve go to json_path as they come -> that dict """
+    results = json.load(open(json_path)) if os.path.exists(json_path) else {}
+    jobs = {}
+    for run in runs:
+        setting, method, run_seed = (run.split(':') + ['', '', ''])[:3] if run.count(':') == 2 else ('?', '?', '?')
+        if setting not in SWEEP or not os.path.exists(f'config/method_{method}.py') or not run_seed.isdigit():
+            sys.exit(f"bench.py: '{run}' is not setting:method:seed with a setting of SWEEP ({', '.join(SWEEP)}), a "
+                     f"config/method_<method>.py and a whole seed")
+        flags = SWEEP[setting]
         out_dir = os.path.join(out_root, 'sweep', run.replace(':', '_'))
-        cmd = ['train.py', *SWEEP_BASE, f'config/method_{method}.py', *flags, f'--dataset={dataset}',
-               f'--block_size={block}', f'--seed={run_seed}', f'--out_dir={out_dir}']
-        print('$', 'python', ' '.join(cmd), flush=True)
-        t0 = time.time()
-        if retrain or not os.path.exists(os.path.join(out_dir, 'ckpt.pt')): # --retrain=False measures it again
+        extra = (ITERS(sweep_iters) if sweep_iters else []) + ([f'--data_dir={data_dir}'] if data_dir != 'data' else [])
+        cmd = ['train.py', *SWEEP_BASE, f'config/method_{method}.py', *flags, *extra, f'--seed={run_seed}',
+               f'--out_dir={out_dir}']
+        jobs[run] = (setting, method, int(run_seed), cmd, out_dir)
+    if not os.path.exists(os.path.join(data_dir, 'pydocs', 'val_offsets.npy')):
+        subprocess.run([sys.executable, 'prepare.py', 'pydocs', f'--out_dir={data_dir}/pydocs'], check=True)
+    todo = [r for r in runs if retrain or not os.path.exists(os.path.join(jobs[r][4], 'ckpt.pt'))]
+    running, started = {}, {}
+    while todo or running: # at most sweep_jobs trainings at once
+        while todo and len(running) < sweep_jobs:
+            run = todo.pop(0)
+            cmd, out_dir = jobs[run][3], jobs[run][4]
             if os.path.exists(os.path.join(out_dir, 'log.jsonl')):
                 os.remove(os.path.join(out_dir, 'log.jsonl')) # a fresh log for a fresh run
-            subprocess.run([sys.executable, *cmd], check=True, stdout=subprocess.DEVNULL)
-        wall = time.time() - t0 if retrain else results.get(run, {}).get('wall_s', 0)
-        log = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
-        val = [r for r in log if r['split'] == 'val']
-        res = word_edges(out_dir, dataset, sweep_rows)
-        results[run] = dict(setting=setting, method=method, seed=int(run_seed), command='python ' + ' '.join(cmd),
-                            bytes=val[-1]['bytes'], wall_s=round(wall), **res,
-                            curve=[dict(bytes=r['bytes'], bpb=r['bpb'], rate=r['rate'],
-                                        ws_boundary=r['ws_boundary']) for r in val])
+            print('$', 'python', ' '.join(cmd), flush=True)
+            started[run] = time.time()
+            running[run] = subprocess.Popen([sys.executable, *cmd], stdout=subprocess.DEVNULL,
+                                            env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        time.sleep(1)
+        for run, p in list(running.items()):
+            if p.poll() is not None:
+                del running[run]
+                if p.returncode:
+                    sys.exit(f"bench.py: {run} failed (exit {p.returncode}): rerun `python {' '.join(jobs[run][3])}`")
+                results.setdefault(run, {})['wall_s'] = round(time.time() - started[run])
+    for run in runs:
+        setting, method, run_seed, cmd, out_dir = jobs[run]
+        val = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
+        val = [r for r in val if r['split'] == 'val']
+        res = word_edges(out_dir, 'pydocs', sweep_rows)
+        results[run] = dict(setting=setting, method=method, seed=run_seed, command='python ' + ' '.join(cmd),
+                            bytes=val[-1]['bytes'], wall_s=results.get(run, {}).get('wall_s', 0), **res,
+                            curve=[{k: r[k] for k in ('bytes', 'bpb', 'rate', 'ws_boundary', 'word_boundary')}
+                                   for r in val])
         print(f"{run}: " + ', '.join(f"{k} {v:.4f}" for k, v in res.items() if isinstance(v, float)), flush=True)
-        os.makedirs(os.path.dirname(sweep_json) or '.', exist_ok=True)
-        with open(sweep_json, 'w') as f:
+        os.makedirs(os.path.dirname(json_path) or '.', exist_ok=True)
+        with open(json_path, 'w') as f:
             json.dump(results, f, indent=1)
+    return results
+
+
+def summary(results, runs, json_path):
+    """ mean ± std over the seeds of each (setting, method) of these runs: printed as a table, written beside
+        json_path as <name>_table.json, and the mean val curves of bpb and word-edge recall plotted as <name>.png """
     keys = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision']
+    groups = {}
+    for run in runs:
+        r = results[run]
+        groups.setdefault((r['setting'], r['method']), []).append(r)
+    table = []
     print(f"\n$ {command}\n| setting | method | seeds | " + ' | '.join(keys) + ' |\n|---|---|---|' + '---|' * len(keys))
-    for group in dict.fromkeys((r['setting'], r['method']) for r in results.values()):
-        rs = [r for r in results.values() if (r['setting'], r['method']) == group]
-        cell = lambda k: f"{np.mean([r[k] for r in rs]):.4f} ± {np.std([r[k] for r in rs], ddof=1):.4f}" if len(rs) > 1 \
-            else f"{rs[0][k]:.4f}"
-        print(f"| {group[0]} | {group[1]} | {len(rs)} | " + ' | '.join(cell(k) for k in keys) + ' |')
+    for (setting, method), rs in groups.items():
+        row = dict(setting=setting, method=method, seeds=len(rs), bytes=rs[0]['bytes'])
+        for k in keys:
+            v = [r[k] for r in rs]
+            row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
+        table.append(row)
+        cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if row['seeds'] > 1 else f"{row[k]:.3f}"
+        print(f"| {setting} | {method} | {len(rs)} | " + ' | '.join(cell(k) for k in keys) + ' |')
+    with open(json_path.replace('.json', '_table.json'), 'w') as f:
+        json.dump(dict(command=command, rows=table), f, indent=1)
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for group in dict.fromkeys((r['setting'], r['method']) for r in results.values()):
-        rs = [r for r in results.values() if (r['setting'], r['method']) == group]
-        if len(rs) < 2: # the seeded comparison only, the mean over its seeds (train.py's val rows, 64 windows)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for (setting, method), rs in groups.items():
+        if len(rs) < 2: # the seeded groups only, the mean over their seeds (train.py's val rows)
             continue
         x = [c['bytes'] / 1e6 for c in rs[0]['curve']][1:]
-        for ax, k in zip(axes, ['bpb', 'ws_boundary']):
-            ax.plot(x, np.mean([[c[k] for c in r['curve']][1:] for r in rs], 0), label=f"{group[1]} ({group[0]})")
-    for ax, k in zip(axes, ['val bits per byte', 'share of whitespace bytes that end a chunk']):
-        ax.set_xlabel('bytes seen (millions)'), ax.set_ylabel(k), ax.grid(alpha=0.3), ax.legend()
-    plt.savefig(sweep_json.replace('.json', '.png'), dpi=120, bbox_inches='tight')
+        for ax, k in zip(axes, ['bpb', 'word_boundary']):
+            ax.plot(x, np.mean([[c[k] for c in r['curve']][1:] for r in rs], 0), label=f"{method} ({setting})")
+    for ax, k in zip(axes, ['val bits per byte', 'word-edge recall (word_boundary)']):
+        ax.set_xlabel('bytes seen (millions)'), ax.set_ylabel(k), ax.grid(alpha=0.3), ax.legend(fontsize=8)
+    plt.savefig(json_path.replace('.json', '.png'), dpi=120, bbox_inches='tight')
+    print(f"wrote {json_path}, {json_path.replace('.json', '_table.json')} and {json_path.replace('.json', '.png')}")
+
+
+if sweep or compare:
+    import math
+    import numpy as np
+    from model import WHITESPACE, next_byte_nll
+    if compare: # the README's comparison: 3 seeds of each method at COMPARE (sequential at its x10_scale1 setting)
+        runs = [f"{COMPARE + ('_x10_scale1' if m == 'sequential' else '')}:{m}:{s}" for m in methods.split(',')
+                for s in (1, 2, 3)]
+        json_path = compare_json
+    else:
+        runs, json_path = SWEEP_RUNS if sweep == 'all' else sweep.split(','), sweep_json
+    results = train_runs(runs, json_path)
+    summary(results, runs, json_path)
+    if compare:
+        text = "Return the number of bytes in the file, or raise an error if the file does not exist."
+        seq = f"{out_root}/sweep/{COMPARE}_x10_scale1_sequential_1"
+        if os.path.exists(os.path.join(seq, 'ckpt.pt')):
+            print(f"sequential, seed 1 ('|' = chunk end): {excerpt(seq, text)}")
     sys.exit(0)
 
-if not compare:
-    print(f"$ {command}\nforward + backward of {batch_size} x {block_size} bytes, D={n_embd}, "
-          f"{n_down}/{n_mid}/{n_up} layers, {device}, {torch.get_num_threads()} threads")
-    print("| method | gater / downsampler / upsampler | params | ms per step | bytes/s |\n|---|---|---|---|---|")
-    for name in methods.split(','):
-        g, d, u = METHODS[name]
-        torch.manual_seed(seed)
-        model = ByteUNet(UNetConfig(n_embd=n_embd, n_head=n_head, n_down=n_down, n_mid=n_mid, n_up=n_up,
-                                    block_size=block_size, gater=g, downsampler=d, upsampler=u)).to(device)
-        X = torch.randint(0, 256, (batch_size, block_size), device=device)
-        X[:, 0] = BOS
-        times = []
-        for i in range(steps + 5):
-            t0 = time.perf_counter()
-            out = model(X)
-            loss = F.cross_entropy(out['logits'][:, :-1].flatten(0, 1), X[:, 1:].flatten())
-            loss.backward()
-            if device.startswith('cuda'):
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        dt = sorted(times[5:])[len(times[5:]) // 2] # the median step
-        print(f"| {name} | {g} / {d} / {u} | {model.get_num_params():,} | {dt * 1000:.1f} | "
-              f"{batch_size * block_size / dt:,.0f} |")
-    sys.exit(0)
-
-# the comparison: the same model, data, bytes and seed for every method; only config/method_*.py changes
-rows = []
+# the default: forward + backward time of each method
+print(f"$ {command}\nforward + backward of {batch_size} x {block_size} bytes, D={n_embd}, "
+      f"{n_down}/{n_mid}/{n_up} layers, {device}, {torch.get_num_threads()} threads")
+print("| method | gater / downsampler / upsampler | params | ms per step | bytes/s |\n|---|---|---|---|---|")
 for name in methods.split(','):
-    out_dir = os.path.join(out_root, name)
-    cmd = [sys.executable, 'train.py', 'config/train_tiny_pycode.py', f'config/method_{name}.py',
-           f'--out_dir={out_dir}', f'--max_iters={max_iters}', f'--lr_decay_iters={max_iters}', f'--seed={seed}']
-    if retrain or not os.path.exists(os.path.join(out_dir, 'log.jsonl')):
-        print('$', ' '.join(cmd[1:]), flush=True)
-        if os.path.exists(os.path.join(out_dir, 'log.jsonl')):
-            os.remove(os.path.join(out_dir, 'log.jsonl')) # a fresh log for a fresh run
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    log = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
-    val = [r for r in log if r['split'] == 'val']
-    if val[-1]['iter'] != max_iters:
-        sys.exit(f"bench.py: {out_dir}/log.jsonl ends at step {val[-1]['iter']}, not --max_iters={max_iters}: "
-                 f"rerun with --retrain=True")
-    train = [r for r in log if r['split'] == 'train']
-    bps = sorted(r['bytes_per_sec'] for r in train)[len(train) // 2]
-    rows.append((name, val, bps))
-
-print(f"\n$ {command}\n| method | val bpb | rate | ws_boundary | word_boundary | boundary_precision | bytes seen | "
-      f"bytes/s (median) |\n|---|---|---|---|---|---|---|---|")
-for name, val, bps in rows:
-    v = {'word_boundary': float('nan'), 'boundary_precision': float('nan'), **val[-1]} # nan: a log from before them
-    print(f"| {name} | {v['bpb']:.3f} | {v['rate']:.3f} | {v['ws_boundary']:.3f} | {v['word_boundary']:.3f} | "
-          f"{v['boundary_precision']:.3f} | {v['bytes']:,} | {bps:,.0f} |")
-try:
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-except ImportError:
-    sys.exit("matplotlib is not installed: no plot (pip install matplotlib)")
-plt.figure(figsize=(6, 4))
-for name, val, _ in rows:
-    plt.plot([r['bytes'] / 1e6 for r in val], [r['bpb'] for r in val], label=name)
-plt.xlabel('bytes seen (millions)')
-plt.ylabel('val bits per byte')
-plt.ylim(top=min(8.0, 1.5 * max(val[-1]['bpb'] for _, val, _ in rows))) # the later curves, not the first drop
-plt.title('pycode, rate 0.2, tiny model on a CPU')
-plt.legend()
-plt.grid(alpha=0.3)
-os.makedirs('assets', exist_ok=True)
-plt.savefig('assets/compare_pycode.png', dpi=120, bbox_inches='tight')
-print("wrote assets/compare_pycode.png")
+    g, d, u = METHODS[name]
+    torch.manual_seed(seed)
+    model = ByteUNet(UNetConfig(n_embd=n_embd, n_head=n_head, n_down=n_down, n_mid=n_mid, n_up=n_up,
+                                block_size=block_size, gater=g, downsampler=d, upsampler=u)).to(device)
+    X = torch.randint(0, 256, (batch_size, block_size), device=device)
+    X[:, 0] = BOS
+    times = []
+    for i in range(steps + 5):
+        t0 = time.perf_counter()
+        out = model(X)
+        loss = F.cross_entropy(out['logits'][:, :-1].flatten(0, 1), X[:, 1:].flatten())
+        loss.backward()
+        if device.startswith('cuda'):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    dt = sorted(times[5:])[len(times[5:]) // 2] # the median step
+    print(f"| {name} | {g} / {d} / {u} | {model.get_num_params():,} | {dt * 1000:.1f} | "
+          f"{batch_size * block_size / dt:,.0f} |")

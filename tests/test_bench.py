@@ -1,12 +1,16 @@
 """
-bench.py's prepared GPU measurement (--table=gpu) and its generation table, run as a user runs them but on the CPU at a
-tiny size. The GPU table has one row per method with a step time, bytes/s and, for `sequential`, the sampler's
-share of the step; the generation table one row per width.
+bench.py's prepared GPU measurement (--table=gpu), its generation table and its seeded comparison, run as a user runs
+them but on the CPU at a tiny size. The GPU table has one row per method with a step time, bytes/s and, for
+`sequential`, the sampler's share of the step; the generation table one row per width; the comparison a row per
+method with the mean and spread over 3 seeds, in its JSON table too, and a plot.
 Run: python -m pytest -q tests/test_bench.py
 """
+import json
 import os
 import subprocess
 import sys
+
+import numpy as np
 
 from conftest import ROOT
 
@@ -36,3 +40,36 @@ def test_generation_table_with_the_re_run_timed_at_a_few_lengths():
     for l in lines:
         fast, slow, ratio = l.strip('| ').split(' | ')[2:]
         assert float(fast.replace(',', '')) > 0 and float(slow.replace(',', '')) > 0 and ratio.endswith('x')
+
+
+def test_comparison_trains_three_seeds_per_method_and_writes_its_table(tmp_path):
+    """ --compare at 3 steps a run on a small English corpus: 3 seeds of each method, at the flags of its SWEEP
+        setting; every run measured; the mean ± std table printed and written as JSON, the plot drawn """
+    rng = np.random.default_rng(0)
+    words = [b'the ', b'file ', b'is ', b'a ', b'name ', b'of ', b'bytes, ', b'return ', b'it.\n']
+    for split, n in (('train', 40), ('val', 8)):
+        docs = [b''.join(rng.choice(words, size=rng.integers(20, 80))) for _ in range(n)]
+        os.makedirs(tmp_path / 'data' / 'pydocs', exist_ok=True)
+        (tmp_path / 'data' / 'pydocs' / f'{split}.bin').write_bytes(b''.join(docs))
+        np.save(tmp_path / 'data' / 'pydocs' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]))
+    out = tmp_path / 'compare.json'
+    cmd = [sys.executable, 'bench.py', '--compare=True', '--methods=random,sequential', '--sweep_iters=3',
+           f'--data_dir={tmp_path / "data"}', f'--out_root={tmp_path / "out"}', f'--compare_json={out}',
+           '--sweep_rows=4']
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    runs = json.load(open(out))
+    assert sorted(runs) == sorted(f'{s}:{m}:{k}' for s, m in (('w8', 'random'), ('w8_x10_scale1', 'sequential'))
+                                  for k in (1, 2, 3))
+    for run, r in runs.items():
+        assert '--window=8' in r['command'] and '--max_iters=3' in r['command'] and f"--seed={r['seed']}" in r['command']
+        assert 0 < r['bpb'] < 20 and 0 <= r['rate'] <= 1 and r['val_rows'] == 4, run
+        assert [c['bytes'] for c in r['curve']][0] == 0 and r['curve'][-1]['bytes'] == r['bytes'] > 0
+    assert ('--gate_scale=1.0' in runs['w8_x10_scale1:sequential:1']['command']) and \
+        '--gate_scale' not in runs['w8:random:1']['command']
+    table = json.load(open(tmp_path / 'compare_table.json'))['rows']
+    assert [(r['method'], r['seeds']) for r in table] == [('random', 3), ('sequential', 3)]
+    seq = [runs[f'w8_x10_scale1:sequential:{k}']['bpb'] for k in (1, 2, 3)]
+    assert abs(table[1]['bpb'] - np.mean(seq)) < 1e-9 and abs(table[1]['bpb_std'] - np.std(seq, ddof=1)) < 1e-9
+    assert f"| w8_x10_scale1 | sequential | 3 | {np.mean(seq):.3f} ± {np.std(seq, ddof=1):.3f} |" in res.stdout
+    assert (tmp_path / 'compare.png').stat().st_size > 0 and "sequential, seed 1 ('|' = chunk end): " in res.stdout
