@@ -260,27 +260,42 @@ if generate:
 # the gater sweep and the comparison: runs 'setting:method:seed' of the tiny model on pydocs (train.py with SWEEP_BASE,
 # config/method_<method>.py and the setting's flags), sweep_jobs at a time on one thread each; then every checkpoint is
 # measured on the same sweep_rows val windows, and each run's numbers, val curve and command go to the JSON file
-SWEEP_BASE = ['config/train_tiny_pycode.py', '--dataset=pydocs', '--eval_interval=150']
-X10_SCALE1 = ['--pg_weight=0.1', '--rate_weight=0.1', '--gate_scale=1.0'] # lambda_pi, lambda_c x10; gate logits 16x
+SWEEP_BASE = ['config/train_tiny_pycode.py', '--dataset=pydocs', '--eval_interval=200']
 ITERS = lambda n: [f'--max_iters={n}', f'--lr_decay_iters={n}'] # steps of 8 rows of 256 bytes, cosine over all of them
+X10 = ['--pg_weight=0.1', '--rate_weight=0.1'] # lambda_pi and lambda_c x10 together (one alone moves the rate)
+W8 = [*ITERS(1200), '--window=8'] # the byte layers see 8 bytes: what lies further back comes through the chunks
 SWEEP = { # setting -> train.py flags
-    # 600 steps (1.1M bytes), the tiny model as it is: the byte layers see 64 bytes, the mid layers add little
-    'w64': [*ITERS(600)],
-    'w64_x10': [*ITERS(600), '--pg_weight=0.1', '--rate_weight=0.1'], # the paper's gate_scale 1/16: too slow
-    'w64_x10_scale1': [*ITERS(600), *X10_SCALE1],
-    # 1200 steps (2.3M bytes); a window of 8 bytes, so that what lies further back reaches a byte through chunks only
-    'w8': [*ITERS(1200), '--window=8'],
-    'w8_x10_scale1': [*ITERS(1200), '--window=8', *X10_SCALE1],
-    # the paper's ablation directions, at w8_x10_scale1
-    'w8_x10_scale1_gamma1': [*ITERS(1200), '--window=8', *X10_SCALE1, '--gamma=1.0'],
-    'w8_x10_scale1_no_consistency': [*ITERS(1200), '--window=8', *X10_SCALE1, '--rate_weight=0.0'],
-    'w8_x10_scale1_no_early_exit': [*ITERS(1200), '--window=8', *X10_SCALE1, '--early_exit_reward=False'],
+    # 600 steps (1.1M bytes), the tiny model as it is: its byte layers see 64 bytes, and chunks matter little
+    'w64': ITERS(600),
+    'w64_x10': [*ITERS(600), *X10], # the paper's gate_scale 1/16: Adam moves the gate logits 16x slower than at 1
+    'w64_x10_scale1': [*ITERS(600), *X10, '--gate_scale=1.0'],
+    # 1200 steps (2.3M bytes), the byte layers' window and the mid layers' depth
+    'w64_1200': ITERS(1200),
+    'w16': [*ITERS(1200), '--window=16'],
+    'w16_m4': [*ITERS(1200), '--window=16', '--n_mid=4'],
+    'w8': W8,
+    'w8_m4': [*W8, '--n_mid=4'],
+    'w8_x10_scale1': [*W8, *X10, '--gate_scale=1.0'],
+    'w8_m4_x10_scale1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0'],
+    'w8_scale1': [*W8, '--gate_scale=1.0'], # the paper's weights, the gate logits at scale 1
+    # controls for random at w8: the early-exit head trained as sequential's is (lambda_e 0.1); evenly spaced gates
+    'w8_early': [*W8, '--early_weight=0.1'],
+    'w8_equidistant': [*W8, '--gater=equidistant'],
+    # the paper's ablation directions, at w8_scale1
+    'w8_scale1_gamma1': [*W8, '--gate_scale=1.0', '--gamma=1.0'],
+    'w8_scale1_no_consistency': [*W8, '--gate_scale=1.0', '--rate_weight=0.0'],
+    'w8_scale1_no_early_exit': [*W8, '--gate_scale=1.0', '--early_exit_reward=False'],
 }
-SWEEP_RUNS = [f'w64:random:{s}' for s in (1, 2, 3)] + [f'w64_x10_scale1:sequential:{s}' for s in (1, 2, 3)] + \
-    ['w64:whitespace:1', 'w64_x10:sequential:1'] + [f'w8_x10_scale1:sequential:{s}' for s in (1, 2, 3)] + \
-    [f'w8:random:{s}' for s in (1, 2, 3)] + ['w8:whitespace:1', 'w8_x10_scale1_gamma1:sequential:1',
-    'w8_x10_scale1_no_consistency:sequential:1', 'w8_x10_scale1_no_early_exit:sequential:1'] # --sweep=all
-COMPARE = 'w8' # --compare=True: every method of `methods` at this setting (sequential at w8_x10_scale1), 3 seeds
+SEEDS = lambda run, n=3: [f'{run}:{s}' for s in range(1, n + 1)]
+SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:whitespace:1', 'w64_x10:sequential:1',
+              'w64_1200:random:1', 'w64_1200:whitespace:1', 'w16:random:1', 'w16:whitespace:1', 'w16_m4:random:1',
+              'w16_m4:whitespace:1', *SEEDS('w8:random'), *SEEDS('w8:whitespace'), *SEEDS('w8:sequential'),
+              *SEEDS('w8_x10_scale1:sequential'), *SEEDS('w8_scale1:sequential'), 'w8_m4:random:1',
+              'w8_m4:whitespace:1', 'w8_m4_x10_scale1:sequential:1', *SEEDS('w8_early:random', 2),
+              *SEEDS('w8_equidistant:random', 2), 'w8_scale1_gamma1:sequential:1',
+              'w8_scale1_no_consistency:sequential:1', 'w8_scale1_no_early_exit:sequential:1'] # --sweep=all
+COMPARE = 'w8' # --compare=True: every method of `methods` at this setting, 3 seeds (sequential at COMPARE_SEQ)
+COMPARE_SEQ = 'w8_scale1'
 
 
 @torch.no_grad()
@@ -435,9 +450,8 @@ if sweep or compare:
     import math
     import numpy as np
     from model import WHITESPACE, next_byte_nll
-    if compare: # the README's comparison: 3 seeds of each method at COMPARE (sequential at its x10_scale1 setting)
-        runs = [f"{COMPARE + ('_x10_scale1' if m == 'sequential' else '')}:{m}:{s}" for m in methods.split(',')
-                for s in (1, 2, 3)]
+    if compare: # the README's comparison: 3 seeds of each method at COMPARE (sequential at COMPARE_SEQ)
+        runs = [f"{COMPARE_SEQ if m == 'sequential' else COMPARE}:{m}:{s}" for m in methods.split(',') for s in (1, 2, 3)]
         json_path = compare_json
     else:
         runs, json_path = SWEEP_RUNS if sweep == 'all' else sweep.split(','), sweep_json
@@ -445,7 +459,7 @@ if sweep or compare:
     summary(results, runs, json_path)
     if compare:
         text = "Return the number of bytes in the file, or raise an error if the file does not exist."
-        seq = f"{out_root}/sweep/{COMPARE}_x10_scale1_sequential_1"
+        seq = f"{out_root}/sweep/{COMPARE_SEQ}_sequential_1"
         if os.path.exists(os.path.join(seq, 'ckpt.pt')):
             print(f"sequential, seed 1 ('|' = chunk end): {excerpt(seq, text)}")
     sys.exit(0)

@@ -356,6 +356,17 @@ def estimate_val():
     model.train()
     return summarize(sums)
 
+def position_mean(r, m, micro):
+    """ the batch baseline: the mean of r (B, T-1) over the real rows (m) at each position -> (T-1,), over all the rows
+        of micro-batch `micro` when `share` processes split them (their sums are all-reduced) """
+    sums = torch.stack([(r * m).sum(0), m.sum(0)]) # (2, T-1) sum and count
+    if share > 1:
+        slots = torch.zeros(gradient_accumulation_steps, *sums.shape, device=device) # one per micro-batch
+        slots[micro] = sums
+        dist.all_reduce(slots)
+        sums = slots[micro]
+    return sums[0] / sums[1].clamp(min=1)
+
 def get_lr(it):
     """ linear warmup from 0.1*lr (as the paper), then cosine down to min_lr """
     if it < warmup_iters:
@@ -442,15 +453,7 @@ while True:
             lm_loss, early_loss = (nll * m).sum() / m.sum(), (nll_early * m).sum() / m.sum() # nats per byte
             # r_t: how much the full model beats the early exit on byte t+1 (or just -CE)
             reward = (nll_early - nll).detach() if early_exit_reward else -nll.detach() # (B, T-1)
-            baseline = 0.0
-            if batch_baseline: # the mean reward at each position t over the micro-batch
-                sums = torch.stack([(reward * m).sum(0), m.sum(0)]) # (2, T-1) reward sum and count
-                if share > 1: # the micro-batch's rows are split over `share` processes: add up theirs
-                    slots = torch.zeros(gradient_accumulation_steps, *sums.shape, device=device) # one per micro-batch
-                    slots[micro] = sums
-                    dist.all_reduce(slots)
-                    sums = slots[micro]
-                baseline = sums[0] / sums[1].clamp(min=1) # (T-1,)
+            baseline = position_mean(reward, m, micro) if batch_baseline else 0.0 # (T-1,) over the micro-batch
             advantage = (reward - baseline) * m # (B, T-1) A_t, 0 at padding
             returns = F.pad(discounted_returns(advantage, gamma), (0, 1)) # (B, T) gate t: the predictions >= t
             gate_logits, gate_probs = out['gate_logits'].float(), out['gate_probs'].float() # (B, T)

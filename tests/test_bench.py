@@ -59,17 +59,17 @@ def test_comparison_trains_three_seeds_per_method_and_writes_its_table(tmp_path)
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     runs = json.load(open(out))
-    assert sorted(runs) == sorted(f'{s}:{m}:{k}' for s, m in (('w8', 'random'), ('w8_x10_scale1', 'sequential'))
+    assert sorted(runs) == sorted(f'{s}:{m}:{k}' for s, m in (('w8', 'random'), ('w8_scale1', 'sequential'))
                                   for k in (1, 2, 3))
     for run, r in runs.items():
         assert '--window=8' in r['command'] and '--max_iters=3' in r['command'] and f"--seed={r['seed']}" in r['command']
         assert 0 < r['bpb'] < 20 and 0 <= r['rate'] <= 1 and r['val_rows'] == 4, run
         assert [c['bytes'] for c in r['curve']][0] == 0 and r['curve'][-1]['bytes'] == r['bytes'] > 0
-    assert ('--gate_scale=1.0' in runs['w8_x10_scale1:sequential:1']['command']) and \
+    assert ('--gate_scale=1.0' in runs['w8_scale1:sequential:1']['command']) and \
         '--gate_scale' not in runs['w8:random:1']['command']
     table = json.load(open(tmp_path / 'compare_table.json'))['rows']
     assert [(r['method'], r['seeds']) for r in table] == [('random', 3), ('sequential', 3)]
-    seq = [runs[f'w8_x10_scale1:sequential:{k}']['bpb'] for k in (1, 2, 3)]
+    seq = [runs[f'w8_scale1:sequential:{k}']['bpb'] for k in (1, 2, 3)]
     assert abs(table[1]['bpb'] - np.mean(seq)) < 1e-9 and abs(table[1]['bpb_std'] - np.std(seq, ddof=1)) < 1e-9
-    assert f"| w8_x10_scale1 | sequential | 3 | {np.mean(seq):.3f} ± {np.std(seq, ddof=1):.3f} |" in res.stdout
+    assert f"| w8_scale1 | sequential | 3 | {np.mean(seq):.3f} ± {np.std(seq, ddof=1):.3f} |" in res.stdout
     assert (tmp_path / 'compare.png').stat().st_size > 0 and "sequential, seed 1 ('|' = chunk end): " in res.stdout

@@ -34,8 +34,9 @@ def step_source(src=TRAIN):
 
 
 TREE = ast.parse(TRAIN)
-IMPORTS = compile(ast.Module([n for n in TREE.body if isinstance(n, (ast.Import, ast.ImportFrom))], type_ignores=[]),
-                  'train.py', 'exec') # the names the step uses, as train.py imports them
+IMPORTS = compile(ast.Module([n for n in TREE.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                              or isinstance(n, ast.FunctionDef) and n.name == 'position_mean'], type_ignores=[]),
+                  'train.py', 'exec') # the names the step uses, as train.py imports and defines them
 DEFAULTS = {n.targets[0].id: n.value.value for n in TREE.body if isinstance(n, ast.Assign) and len(n.targets) == 1
             and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant)} # gamma, pg_weight, ...
 
@@ -43,7 +44,7 @@ DEFAULTS = {n.targets[0].id: n.value.value for n in TREE.body if isinstance(n, a
 def step(out, X, M, src=None, **config):
     """ train.py's step on one micro-batch of one process (share = 1), train.py's defaults unless overridden:
         its namespace after the step (reward, advantage, returns, logp, pg_loss, r_loss, loss, ...) """
-    ns = dict(DEFAULTS, share=1, device='cpu', out=out, X=X, M=M, **config)
+    ns = dict(DEFAULTS, share=1, micro=0, device='cpu', out=out, X=X, M=M, **config)
     exec(IMPORTS, ns)
     exec(compile(src or STEP, 'train.py', 'exec'), ns)
     return ns
