@@ -285,6 +285,9 @@ SWEEP = { # setting -> train.py flags
     'w8_scale1_gamma1': [*W8, '--gate_scale=1.0', '--gamma=1.0'],
     'w8_scale1_no_consistency': [*W8, '--gate_scale=1.0', '--rate_weight=0.0'],
     'w8_scale1_no_early_exit': [*W8, '--gate_scale=1.0', '--early_exit_reward=False'],
+    # the same on code (pycode, the standard library's sources), for the quick start
+    'pycode_w8': [*W8, '--dataset=pycode'],
+    'pycode_w8_scale1': [*W8, '--dataset=pycode', '--gate_scale=1.0'],
 }
 SEEDS = lambda run, n=3: [f'{run}:{s}' for s in range(1, n + 1)]
 SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:whitespace:1', 'w64_x10:sequential:1',
@@ -293,7 +296,8 @@ SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:wh
               *SEEDS('w8_x10_scale1:sequential'), *SEEDS('w8_scale1:sequential'), 'w8_m4:random:1',
               'w8_m4:whitespace:1', 'w8_m4_x10_scale1:sequential:1', *SEEDS('w8_early:random', 2),
               *SEEDS('w8_equidistant:random', 2), 'w8_scale1_gamma1:sequential:1',
-              'w8_scale1_no_consistency:sequential:1', 'w8_scale1_no_early_exit:sequential:1'] # --sweep=all
+              'w8_scale1_no_consistency:sequential:1', 'w8_scale1_no_early_exit:sequential:1',
+              *SEEDS('pycode_w8:random', 2), *SEEDS('pycode_w8_scale1:sequential', 2)] # --sweep=all
 COMPARE = 'w8' # --compare=True: every method of `methods` at this setting, 3 seeds (sequential at COMPARE_SEQ)
 COMPARE_SEQ = 'w8_scale1'
 
@@ -372,9 +376,11 @@ def train_runs(runs, json_path):
         extra = (ITERS(sweep_iters) if sweep_iters else []) + ([f'--data_dir={data_dir}'] if data_dir != 'data' else [])
         cmd = ['train.py', *SWEEP_BASE, f'config/method_{method}.py', *flags, *extra, f'--seed={run_seed}',
                f'--out_dir={out_dir}']
-        jobs[run] = (setting, method, int(run_seed), cmd, out_dir)
-    if not os.path.exists(os.path.join(data_dir, 'pydocs', 'val_offsets.npy')):
-        subprocess.run([sys.executable, 'prepare.py', 'pydocs', f'--out_dir={data_dir}/pydocs'], check=True)
+        dataset = [f for f in cmd if f.startswith('--dataset=')][-1].partition('=')[2] # the setting's, or pydocs
+        jobs[run] = (setting, method, int(run_seed), cmd, out_dir, dataset)
+    for dataset in {job[5] for job in jobs.values()}: # the embedded corpora are made here, if missing
+        if not os.path.exists(os.path.join(data_dir, dataset, 'val_offsets.npy')):
+            subprocess.run([sys.executable, 'prepare.py', dataset, f'--out_dir={data_dir}/{dataset}'], check=True)
     todo = [r for r in runs if retrain or not os.path.exists(os.path.join(jobs[r][4], 'ckpt.pt'))]
     running, started = {}, {}
     while todo or running: # at most sweep_jobs trainings at once
@@ -395,10 +401,10 @@ def train_runs(runs, json_path):
                     sys.exit(f"bench.py: {run} failed (exit {p.returncode}): rerun `python {' '.join(jobs[run][3])}`")
                 results.setdefault(run, {})['wall_s'] = round(time.time() - started[run])
     for run in runs:
-        setting, method, run_seed, cmd, out_dir = jobs[run]
+        setting, method, run_seed, cmd, out_dir, dataset = jobs[run]
         val = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
         val = [r for r in val if r['split'] == 'val']
-        res = word_edges(out_dir, 'pydocs', sweep_rows)
+        res = word_edges(out_dir, dataset, sweep_rows)
         results[run] = dict(setting=setting, method=method, seed=run_seed, command='python ' + ' '.join(cmd),
                             bytes=val[-1]['bytes'], wall_s=results.get(run, {}).get('wall_s', 0), **res,
                             curve=[{k: r[k] for k in ('bytes', 'bpb', 'rate', 'ws_boundary', 'word_boundary')}
