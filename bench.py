@@ -60,6 +60,7 @@ gen_points = 0 # > 0: the re-run's time for all gen_bytes from its per-byte forw
 sweep = '' # 'all' or runs 'setting:method:seed,...' of SWEEP below: train, measure word edges, write sweep_json
 sweep_json = 'assets/sweep_gater.json'
 compare_json = 'assets/compare.json'
+compare_extra = 'w8_m4_early:random' # with compare: these 'setting:method' too, 3 seeds each (the control of random)
 sweep_jobs = 2 # trainings at once in a sweep or comparison, one thread each
 sweep_iters = 0 # > 0: every run of a sweep or comparison takes this many steps instead (a quick check)
 data_dir = 'data' # where a sweep or comparison finds data/pydocs (made by prepare.py if it is missing)
@@ -281,10 +282,14 @@ SWEEP = { # setting -> train.py flags
     # controls for random at w8: the early-exit head trained as sequential's is (lambda_e 0.1); evenly spaced gates
     'w8_early': [*W8, '--early_weight=0.1'],
     'w8_equidistant': [*W8, '--gater=equidistant'],
-    # the paper's ablation directions, at w8_scale1
+    'w8_m4_early': [*W8, '--n_mid=4', '--early_weight=0.1'],
+    # the paper's ablation directions, at w8_scale1 and at w8_m4_x10_scale1
     'w8_scale1_gamma1': [*W8, '--gate_scale=1.0', '--gamma=1.0'],
     'w8_scale1_no_consistency': [*W8, '--gate_scale=1.0', '--rate_weight=0.0'],
     'w8_scale1_no_early_exit': [*W8, '--gate_scale=1.0', '--early_exit_reward=False'],
+    'w8_m4_x10_scale1_gamma1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--gamma=1.0'],
+    'w8_m4_x10_scale1_no_consistency': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--rate_weight=0.0'],
+    'w8_m4_x10_scale1_no_early_exit': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--early_exit_reward=False'],
     # the same on code (pycode, the standard library's sources), for the quick start
     'pycode_w8': [*W8, '--dataset=pycode'],
     'pycode_w8_scale1': [*W8, '--dataset=pycode', '--gate_scale=1.0'],
@@ -293,13 +298,15 @@ SEEDS = lambda run, n=3: [f'{run}:{s}' for s in range(1, n + 1)]
 SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:whitespace:1', 'w64_x10:sequential:1',
               'w64_1200:random:1', 'w64_1200:whitespace:1', 'w16:random:1', 'w16:whitespace:1', 'w16_m4:random:1',
               'w16_m4:whitespace:1', *SEEDS('w8:random'), *SEEDS('w8:whitespace'), *SEEDS('w8:sequential'),
-              *SEEDS('w8_x10_scale1:sequential'), *SEEDS('w8_scale1:sequential'), 'w8_m4:random:1',
-              'w8_m4:whitespace:1', 'w8_m4_x10_scale1:sequential:1', *SEEDS('w8_early:random', 2),
+              *SEEDS('w8_x10_scale1:sequential'), *SEEDS('w8_scale1:sequential'), *SEEDS('w8_early:random', 2),
               *SEEDS('w8_equidistant:random', 2), 'w8_scale1_gamma1:sequential:1',
               'w8_scale1_no_consistency:sequential:1', 'w8_scale1_no_early_exit:sequential:1',
-              *SEEDS('pycode_w8:random', 2), *SEEDS('pycode_w8_scale1:sequential', 2)] # --sweep=all
-COMPARE = 'w8' # --compare=True: every method of `methods` at this setting, 3 seeds (sequential at COMPARE_SEQ)
-COMPARE_SEQ = 'w8_scale1'
+              *SEEDS('w8_m4:random'), *SEEDS('w8_m4:whitespace'), *SEEDS('w8_m4_x10_scale1:sequential'),
+              'w8_m4_x10_scale1_gamma1:sequential:1', 'w8_m4_x10_scale1_no_consistency:sequential:1',
+              'w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('pycode_w8:random', 2),
+              *SEEDS('pycode_w8_scale1:sequential', 2)] # --sweep=all
+COMPARE = 'w8_m4' # --compare=True: every method of `methods` at this setting, 3 seeds (sequential at COMPARE_SEQ)
+COMPARE_SEQ = 'w8_m4_x10_scale1'
 
 
 @torch.no_grad()
@@ -458,6 +465,7 @@ if sweep or compare:
     from model import WHITESPACE, next_byte_nll
     if compare: # the README's comparison: 3 seeds of each method at COMPARE (sequential at COMPARE_SEQ)
         runs = [f"{COMPARE_SEQ if m == 'sequential' else COMPARE}:{m}:{s}" for m in methods.split(',') for s in (1, 2, 3)]
+        runs += [f'{run}:{s}' for run in compare_extra.split(',') if run for s in (1, 2, 3)]
         json_path = compare_json
     else:
         runs, json_path = SWEEP_RUNS if sweep == 'all' else sweep.split(','), sweep_json
