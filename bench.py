@@ -64,7 +64,7 @@ compare_extra = 'w8_m4_early:random' # with compare: these 'setting:method' too,
 sweep_jobs = 2 # trainings at once in a sweep or comparison, one thread each
 sweep_iters = 0 # > 0: every run of a sweep or comparison takes this many steps instead (a quick check)
 data_dir = 'data' # where a sweep or comparison finds data/pydocs (made by prepare.py if it is missing)
-sweep_rows = 256 # val windows the sweep measures on, spread evenly over the val split
+sweep_rows = 1024 # val rows a sweep or comparison measures each run on, spread evenly over the val split
 exec(open('configurator.py').read()) # overrides from command line or config file
 # -----------------------------------------------------------------------------
 METHODS = {'random': ('uniform', 'select', 'add'), 'sequential': ('sequential', 'select', 'add'),
@@ -290,9 +290,9 @@ SWEEP = { # setting -> train.py flags
     'w8_m4_x10_scale1_gamma1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--gamma=1.0'],
     'w8_m4_x10_scale1_no_consistency': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--rate_weight=0.0'],
     'w8_m4_x10_scale1_no_early_exit': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--early_exit_reward=False'],
-    # the same on code (pycode, the standard library's sources), for the quick start
-    'pycode_w8': [*W8, '--dataset=pycode'],
-    'pycode_w8_scale1': [*W8, '--dataset=pycode', '--gate_scale=1.0'],
+    # the compared setting on code (pycode, the standard library's sources): the quick start's corpus
+    'pycode_w8_m4': [*W8, '--n_mid=4', '--dataset=pycode'],
+    'pycode_w8_m4_x10_scale1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode'],
 }
 SEEDS = lambda run, n=3: [f'{run}:{s}' for s in range(1, n + 1)]
 SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:whitespace:1', 'w64_x10:sequential:1',
@@ -303,18 +303,19 @@ SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:wh
               'w8_scale1_no_consistency:sequential:1', 'w8_scale1_no_early_exit:sequential:1',
               *SEEDS('w8_m4:random'), *SEEDS('w8_m4:whitespace'), *SEEDS('w8_m4_x10_scale1:sequential'),
               'w8_m4_x10_scale1_gamma1:sequential:1', 'w8_m4_x10_scale1_no_consistency:sequential:1',
-              'w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('pycode_w8:random', 2),
-              *SEEDS('pycode_w8_scale1:sequential', 2)] # --sweep=all
+              'w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('pycode_w8_m4:random', 2),
+              *SEEDS('pycode_w8_m4_x10_scale1:sequential', 2)] # --sweep=all
 COMPARE = 'w8_m4' # --compare=True: every method of `methods` at this setting, 3 seeds (sequential at COMPARE_SEQ)
 COMPARE_SEQ = 'w8_m4_x10_scale1'
 
 
 @torch.no_grad()
 def word_edges(out_dir, dataset, n_rows, batch=32):
-    """ a checkpoint's val bpb and boundaries on n_rows val windows spread over the split (the same for every run):
-        rate, ws_boundary (share of whitespace bytes that end a chunk), word_boundary (share of whitespace bytes at
-        which or just before which a chunk ends: the word's end or its space) and boundary_precision (share of chunk
-        ends on such a word edge); the forced ends of a row (BOS, last byte) are not counted """
+    """ a checkpoint's val bpb and boundaries on n_rows val rows spread evenly over the split (train.py's rows: windows
+        of T-1 bytes of each document, picked as its val_rows picks them, the same for every run): rate, ws_boundary
+        (share of whitespace bytes that end a chunk), word_boundary (share of whitespace bytes at which or just before
+        which a chunk ends: the word's end or its space) and boundary_precision (share of chunk ends on such a word
+        edge); the forced ends of a row (BOS, last byte) are not counted """
     ckpt = torch.load(os.path.join(out_dir, 'ckpt.pt'), map_location='cpu', weights_only=True)
     model = ByteUNet(UNetConfig(**ckpt['model_args']))
     model.load_state_dict(ckpt['model'])
@@ -322,13 +323,15 @@ def word_edges(out_dir, dataset, n_rows, batch=32):
     T = ckpt['model_args']['block_size']
     data = np.fromfile(os.path.join(data_dir, dataset, 'val.bin'), dtype=np.uint8)
     off = np.load(os.path.join(data_dir, dataset, 'val_offsets.npy'))
-    docs = np.unique(np.linspace(0, len(off) - 2, n_rows).round().astype(int))
+    starts = np.concatenate([np.arange(a, b, T - 1) for a, b in zip(off[:-1], off[1:])]) # every window's start
+    ends = np.minimum(starts + T - 1, np.repeat(off[1:], -(-np.diff(off) // (T - 1))))
+    picked = np.unique(np.linspace(0, len(starts) - 1, n_rows).round().astype(int)) # the rows measured
     s = dict.fromkeys(['nll', 'targets', 'gates', 'bytes', 'ws', 'ws_hit', 'ws_word', 'on_edge', 'edges'], 0.0)
-    for k in range(0, len(docs), batch):
-        X = torch.zeros(len(docs[k:k + batch]), T, dtype=torch.long)
+    for k in range(0, len(picked), batch):
+        X = torch.zeros(len(picked[k:k + batch]), T, dtype=torch.long)
         M = torch.zeros_like(X, dtype=torch.bool)
-        for i, d in enumerate(docs[k:k + batch]):
-            row = torch.from_numpy(data[off[d]:off[d + 1]][:T - 1].astype(np.int64))
+        for i, d in enumerate(picked[k:k + batch]):
+            row = torch.from_numpy(data[starts[d]:ends[d]].astype(np.int64))
             X[i, 0], X[i, 1:1 + len(row)], M[i, :1 + len(row)] = BOS, row, True
         torch.manual_seed(seed + k) # stochastic gaters sample alike for every checkpoint
         out = model(X)
@@ -353,7 +356,7 @@ def word_edges(out_dir, dataset, n_rows, batch=32):
     return dict(bpb=s['nll'] / s['targets'] / math.log(2), rate=rate, ws_boundary=s['ws_hit'] / s['ws'],
                 word_boundary=s['ws_word'] / s['ws'], boundary_precision=s['on_edge'] / max(s['gates'], 1),
                 chance_word_boundary=1 - (1 - rate) ** 2, chance_precision=s['edges'] / s['bytes'],
-                val_rows=len(docs))
+                val_rows=len(picked))
 
 
 @torch.no_grad()
