@@ -8,6 +8,8 @@ $ python bench.py --table=gpu --device=cuda   # bytes/s, MFU, the sampler's shar
 $ python bench.py --generate=True # bytes/s of generate (KV cache) against re-running the row for every byte
 $ python bench.py --generate=True --block_size=4096 --gen_points=9  # ... rows that grow to 2064 bytes, re-run timed
 $ python bench.py --sweep=all     # the gater sweep: does sequential beat random, and find word edges? (SWEEP below)
+$ python bench.py --paper_run=18m --device=cuda  # one GPU, no network: random vs sequential at the paper's 18M size on
+                                  # the Python packages installed there, val bpb and word edges against bytes seen
 Any key below can be overridden, e.g. --n_embd=128 --device=cuda --steps=50.
 """
 import os
@@ -64,6 +66,10 @@ compare_extra = 'w8_m4_early:random' # with compare: these 'setting:method' too,
 sweep_jobs = 2 # trainings at once in a sweep or comparison, one thread each
 sweep_iters = 0 # > 0: every run of a sweep or comparison takes this many steps instead (a quick check)
 data_dir = 'data' # where a sweep or comparison finds data/pydocs (made by prepare.py if it is missing)
+paper_run = '' # a paper size ('18m', ...): train config/train_<size>_{random,sequential}.py on data_dir/sitepy
+paper_path = '' # the folder of .py files sitepy is made from (default: this Python's site-packages)
+paper_flags = '' # more train.py flags for both paper runs, e.g. '--max_iters=2000' to fit a time budget
+paper_json = '' # where the paper run's table goes (default: assets/paper_run_<size>.json)
 sweep_rows = 1024 # val rows a sweep or comparison measures each run on, spread evenly over the val split
 exec(open('configurator.py').read()) # overrides from command line or config file
 # -----------------------------------------------------------------------------
@@ -461,6 +467,42 @@ def summary(results, runs, json_path):
     plt.savefig(json_path.replace('.json', '.png'), dpi=120, bbox_inches='tight')
     print(f"wrote {json_path}, {json_path.replace('.json', '_table.json')} and {json_path.replace('.json', '.png')}")
 
+
+if paper_run: # no download needed: real code and docstrings that any machine with PyTorch installed has
+    import sysconfig
+    src = paper_path or sysconfig.get_paths()['purelib']
+    if not os.path.exists(os.path.join(data_dir, 'sitepy', 'val_offsets.npy')):
+        print(f"$ python prepare.py files --path={src} --glob='**/*.py' --out_dir={data_dir}/sitepy", flush=True)
+        subprocess.run([sys.executable, 'prepare.py', 'files', f'--path={src}', '--glob=**/*.py',
+                        f'--out_dir={data_dir}/sitepy'], check=True)
+    table = {}
+    for method in ('random', 'sequential'):
+        out_dir = os.path.join(out_root, f'paper_{paper_run}_{method}')
+        cmd = ['train.py', f'config/train_{paper_run}_{method}.py', '--dataset=sitepy', f'--data_dir={data_dir}',
+               f'--device={device}', f'--out_dir={out_dir}', *paper_flags.split()]
+        if not os.path.exists(cmd[1]):
+            sys.exit(f"bench.py: --paper_run={paper_run}: there is no {cmd[1]}")
+        print('$ python', ' '.join(cmd), flush=True)
+        t0 = time.time()
+        subprocess.run([sys.executable, *cmd], check=True)
+        log = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
+        train = [r for r in log if r['split'] == 'train']
+        table[method] = dict(command='python ' + ' '.join(cmd), wall_s=round(time.time() - t0),
+                             bytes_per_sec=sorted(r['bytes_per_sec'] for r in train)[len(train) // 2],
+                             val=[r for r in log if r['split'] == 'val'])
+    keys = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision']
+    print(f"\n$ {command}\n| bytes seen | method | " + ' | '.join(keys) + ' |\n|---|---|' + '---|' * len(keys))
+    for rows in zip(*(t['val'] for t in table.values())): # the evals of both runs, side by side
+        for method, r in zip(table, rows):
+            print(f"| {r['bytes']:,} | {method} | " + ' | '.join(f"{r[k]:.4f}" for k in keys) + ' |')
+    for method, t in table.items():
+        print(f"{method}: {t['wall_s']} s, {t['bytes_per_sec']:,.0f} bytes/s (median)")
+    paper_json = paper_json or f'assets/paper_run_{paper_run}.json'
+    os.makedirs(os.path.dirname(paper_json) or '.', exist_ok=True)
+    with open(paper_json, 'w') as f:
+        json.dump(dict(command=command, runs=table), f, indent=1)
+    print(f"wrote {paper_json}")
+    sys.exit(0)
 
 if sweep or compare:
     import math

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 
 import numpy as np
 
@@ -73,3 +74,29 @@ def test_comparison_trains_three_seeds_per_method_and_writes_its_table(tmp_path)
     assert abs(table[1]['bpb'] - np.mean(seq)) < 1e-9 and abs(table[1]['bpb_std'] - np.std(seq, ddof=1)) < 1e-9
     assert f"| w8_m4_x10_scale1 | sequential | 3 | {np.mean(seq):.3f} ± {np.std(seq, ddof=1):.3f} |" in res.stdout
     assert (tmp_path / 'compare.png').stat().st_size > 0 and "sequential, seed 1 ('|' = chunk end): " in res.stdout
+
+
+def test_paper_run_makes_its_data_from_local_python_files_and_reports_both_methods(tmp_path):
+    """ --paper_run on the CPU at a tiny size (flags override the 18M config): sitepy is made by prepare.py from a
+        folder of .py files, random and sequential train on it, and the table holds both at every eval """
+    src = tmp_path / 'pkgs'
+    src.mkdir()
+    for name in ('json/decoder.py', 'json/encoder.py', 'textwrap.py', 'shlex.py', 'glob.py', 'fnmatch.py'):
+        (src / name.replace('/', '_')).write_bytes(open(os.path.join(sysconfig.get_paths()['stdlib'], name), 'rb').read())
+    out = tmp_path / 'paper.json'
+    flags = ('--dtype=float32 --compile=False --n_embd=32 --n_head=2 --n_down=1 --n_mid=1 --n_up=1 --block_size=64 '
+             '--batch_size=2 --max_iters=2 --lr_decay_iters=2 --warmup_iters=1 --eval_interval=1 --eval_iters=1 '
+             '--log_interval=1')
+    cmd = [sys.executable, 'bench.py', '--paper_run=18m', f'--paper_path={src}', f'--data_dir={tmp_path / "data"}',
+           f'--out_root={tmp_path / "out"}', f'--paper_json={out}', '--device=cpu', f'--paper_flags={flags}']
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / 'data' / 'sitepy' / 'train.bin').stat().st_size > 0
+    runs = json.load(open(out))['runs']
+    assert list(runs) == ['random', 'sequential']
+    for method, r in runs.items():
+        assert f'config/train_18m_{method}.py --dataset=sitepy' in r['command'] and '--n_embd=32' in r['command']
+        assert [v['iter'] for v in r['val']] == [0, 1, 2] and r['val'][-1]['bytes'] > 0
+    lines = [l for l in res.stdout.splitlines() if l.startswith('| ') and ('| random |' in l or '| sequential |' in l)]
+    assert len(lines) == 6 # 3 evals x 2 methods
