@@ -285,6 +285,10 @@ SWEEP = { # setting -> train.py flags
     'w8_x10_scale1': [*W8, *X10, '--gate_scale=1.0'],
     'w8_m4_x10_scale1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0'],
     'w8_scale1': [*W8, '--gate_scale=1.0'], # the paper's weights, the gate logits at scale 1
+    'w8_m4_scale1': [*W8, '--n_mid=4', '--gate_scale=1.0'],
+    # twice the bytes (2400 steps, 4.7M bytes)
+    'w8_m4_2400': [*ITERS(2400), '--window=8', '--n_mid=4'],
+    'w8_m4_x10_scale1_2400': [*ITERS(2400), '--window=8', '--n_mid=4', *X10, '--gate_scale=1.0'],
     # controls for random at w8: the early-exit head trained as sequential's is (lambda_e 0.1); evenly spaced gates
     'w8_early': [*W8, '--early_weight=0.1'],
     'w8_equidistant': [*W8, '--gater=equidistant'],
@@ -309,7 +313,8 @@ SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:wh
               'w8_scale1_no_consistency:sequential:1', 'w8_scale1_no_early_exit:sequential:1',
               *SEEDS('w8_m4:random'), *SEEDS('w8_m4:whitespace'), *SEEDS('w8_m4_x10_scale1:sequential'),
               'w8_m4_x10_scale1_gamma1:sequential:1', 'w8_m4_x10_scale1_no_consistency:sequential:1',
-              'w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('pycode_w8_m4:random', 2),
+              'w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('w8_m4_scale1:sequential'),
+              *SEEDS('w8_m4_2400:random'), *SEEDS('w8_m4_x10_scale1_2400:sequential'), *SEEDS('pycode_w8_m4:random', 2),
               *SEEDS('pycode_w8_m4_x10_scale1:sequential', 2)] # --sweep=all
 COMPARE = 'w8_m4' # --compare=True: every method of `methods` at this setting, 3 seeds (sequential at COMPARE_SEQ)
 COMPARE_SEQ = 'w8_m4_x10_scale1'
