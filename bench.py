@@ -62,7 +62,7 @@ gen_points = 0 # > 0: the re-run's time for all gen_bytes from its per-byte forw
 sweep = '' # 'all' or runs 'setting:method:seed,...' of SWEEP below: train, measure word edges, write sweep_json
 sweep_json = 'assets/sweep_gater.json'
 compare_json = 'assets/compare.json'
-compare_extra = 'w8_m4_early:random' # with compare: these 'setting:method' too, 3 seeds each (the control of random)
+compare_extra = 'pycode_w8_m4_early:random' # with compare: these 'setting:method' too, 3 seeds each (the control of random)
 sweep_jobs = 2 # trainings at once in a sweep or comparison, one thread each
 sweep_iters = 0 # > 0: every run of a sweep or comparison takes this many steps instead (a quick check)
 data_dir = 'data' # where a sweep or comparison finds data/pydocs (made by prepare.py if it is missing)
@@ -303,6 +303,12 @@ SWEEP = { # setting -> train.py flags
     # the compared setting on code (pycode, the standard library's sources): the quick start's corpus
     'pycode_w8_m4': [*W8, '--n_mid=4', '--dataset=pycode'],
     'pycode_w8_m4_x10_scale1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode'],
+    'pycode_w8_m4_early': [*W8, '--n_mid=4', '--early_weight=0.1', '--dataset=pycode'],
+    'pycode_w8_m4_x10_scale1_gamma1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode', '--gamma=1.0'],
+    'pycode_w8_m4_x10_scale1_no_consistency': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode',
+                                               '--rate_weight=0.0'],
+    'pycode_w8_m4_x10_scale1_no_early_exit': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode',
+                                              '--early_exit_reward=False'],
 }
 SEEDS = lambda run, n=3: [f'{run}:{s}' for s in range(1, n + 1)]
 SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:whitespace:1', 'w64_x10:sequential:1',
@@ -314,10 +320,12 @@ SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:wh
               *SEEDS('w8_m4:random'), *SEEDS('w8_m4:whitespace'), *SEEDS('w8_m4_x10_scale1:sequential'),
               'w8_m4_x10_scale1_gamma1:sequential:1', 'w8_m4_x10_scale1_no_consistency:sequential:1',
               'w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('w8_m4_scale1:sequential'),
-              *SEEDS('w8_m4_2400:random'), *SEEDS('w8_m4_x10_scale1_2400:sequential'), *SEEDS('pycode_w8_m4:random', 2),
-              *SEEDS('pycode_w8_m4_x10_scale1:sequential', 2)] # --sweep=all
-COMPARE = 'w8_m4' # --compare=True: every method of `methods` at this setting, 3 seeds (sequential at COMPARE_SEQ)
-COMPARE_SEQ = 'w8_m4_x10_scale1'
+              *SEEDS('w8_m4_2400:random'), *SEEDS('w8_m4_x10_scale1_2400:sequential'), *SEEDS('pycode_w8_m4:random'),
+              *SEEDS('pycode_w8_m4_x10_scale1:sequential'), 'pycode_w8_m4_x10_scale1_gamma1:sequential:1',
+              'pycode_w8_m4_x10_scale1_no_consistency:sequential:1',
+              'pycode_w8_m4_x10_scale1_no_early_exit:sequential:1'] # --sweep=all
+COMPARE = 'pycode_w8_m4' # --compare=True: every method of `methods` here, 3 seeds (sequential at COMPARE_SEQ)
+COMPARE_SEQ = 'pycode_w8_m4_x10_scale1'
 
 
 @torch.no_grad()
@@ -402,7 +410,11 @@ def train_runs(runs, json_path):
     for dataset in {job[5] for job in jobs.values()}: # the embedded corpora are made here, if missing
         if not os.path.exists(os.path.join(data_dir, dataset, 'val_offsets.npy')):
             subprocess.run([sys.executable, 'prepare.py', dataset, f'--out_dir={data_dir}/{dataset}'], check=True)
-    todo = [r for r in runs if retrain or not os.path.exists(os.path.join(jobs[r][4], 'ckpt.pt'))]
+    def finished(cmd, out_dir): # its log reached the run's last step (a killed run leaves a ckpt.pt of an earlier eval)
+        iters = int([f for f in cmd if f.startswith('--max_iters=')][-1].partition('=')[2])
+        log = os.path.join(out_dir, 'log.jsonl')
+        return os.path.exists(log) and any(json.loads(line)['iter'] == iters for line in open(log) if '"val"' in line)
+    todo = [r for r in runs if retrain or not finished(jobs[r][3], jobs[r][4])]
     running, started = {}, {}
     while todo or running: # at most sweep_jobs trainings at once
         while todo and len(running) < sweep_jobs:

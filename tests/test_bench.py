@@ -5,6 +5,7 @@ them but on the CPU at a tiny size. The GPU table has one row per method with a 
 method with the mean and spread over 3 seeds, in its JSON table too, and a plot.
 Run: python -m pytest -q tests/test_bench.py
 """
+import ast
 import json
 import os
 import subprocess
@@ -48,11 +49,12 @@ def test_comparison_trains_three_seeds_per_method_and_writes_its_table(tmp_path)
         setting; every run measured; the mean ± std table printed and written as JSON, the plot drawn """
     rng = np.random.default_rng(0)
     words = [b'the ', b'file ', b'is ', b'a ', b'name ', b'of ', b'bytes, ', b'return ', b'it.\n']
-    for split, n in (('train', 40), ('val', 8)):
-        docs = [b''.join(rng.choice(words, size=rng.integers(20, 80))) for _ in range(n)]
-        os.makedirs(tmp_path / 'data' / 'pydocs', exist_ok=True)
-        (tmp_path / 'data' / 'pydocs' / f'{split}.bin').write_bytes(b''.join(docs))
-        np.save(tmp_path / 'data' / 'pydocs' / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]))
+    for name in ('pydocs', 'pycode'): # small stand-ins for the two embedded corpora the settings train on
+        for split, n in (('train', 40), ('val', 8)):
+            docs = [b''.join(rng.choice(words, size=rng.integers(20, 80))) for _ in range(n)]
+            os.makedirs(tmp_path / 'data' / name, exist_ok=True)
+            (tmp_path / 'data' / name / f'{split}.bin').write_bytes(b''.join(docs))
+            np.save(tmp_path / 'data' / name / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]))
     out = tmp_path / 'compare.json'
     cmd = [sys.executable, 'bench.py', '--compare=True', '--methods=random,sequential', '--compare_extra=',
            '--sweep_iters=3', f'--data_dir={tmp_path / "data"}', f'--out_root={tmp_path / "out"}',
@@ -60,19 +62,22 @@ def test_comparison_trains_three_seeds_per_method_and_writes_its_table(tmp_path)
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     runs = json.load(open(out))
-    settings = (('w8_m4', 'random'), ('w8_m4_x10_scale1', 'sequential')) # COMPARE and COMPARE_SEQ
-    assert sorted(runs) == sorted(f'{s}:{m}:{k}' for s, m in settings for k in (1, 2, 3))
+    consts = {n.targets[0].id: n.value.value for n in ast.parse(open(os.path.join(ROOT, 'bench.py')).read()).body
+              if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant)}
+    compare, compare_seq = consts['COMPARE'], consts['COMPARE_SEQ'] # the settings as bench.py ships them
+    assert sorted(runs) == sorted(f'{s}:{m}:{k}' for s, m in ((compare, 'random'), (compare_seq, 'sequential'))
+                                  for k in (1, 2, 3))
     for run, r in runs.items():
         assert '--window=8 --n_mid=4' in r['command'] and '--max_iters=3' in r['command'] and f"--seed={r['seed']}" in r['command']
         assert 0 < r['bpb'] < 20 and 0 <= r['rate'] <= 1 and r['val_rows'] == 4, run
         assert [c['bytes'] for c in r['curve']][0] == 0 and r['curve'][-1]['bytes'] == r['bytes'] > 0
-    assert ('--gate_scale=1.0' in runs['w8_m4_x10_scale1:sequential:1']['command']) and \
-        '--gate_scale' not in runs['w8_m4:random:1']['command']
+    assert ('--gate_scale=1.0' in runs[f'{compare_seq}:sequential:1']['command']) and \
+        '--gate_scale' not in runs[f'{compare}:random:1']['command']
     table = json.load(open(tmp_path / 'compare_table.json'))['rows']
     assert [(r['method'], r['seeds']) for r in table] == [('random', 3), ('sequential', 3)]
-    seq = [runs[f'w8_m4_x10_scale1:sequential:{k}']['bpb'] for k in (1, 2, 3)]
+    seq = [runs[f'{compare_seq}:sequential:{k}']['bpb'] for k in (1, 2, 3)]
     assert abs(table[1]['bpb'] - np.mean(seq)) < 1e-9 and abs(table[1]['bpb_std'] - np.std(seq, ddof=1)) < 1e-9
-    assert f"| w8_m4_x10_scale1 | sequential | 3 | {np.mean(seq):.3f} ± {np.std(seq, ddof=1):.3f} |" in res.stdout
+    assert f"| {compare_seq} | sequential | 3 | {np.mean(seq):.3f} ± {np.std(seq, ddof=1):.3f} |" in res.stdout
     assert (tmp_path / 'compare.png').stat().st_size > 0 and "sequential, seed 1 ('|' = chunk end): " in res.stdout
 
 
