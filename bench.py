@@ -286,9 +286,6 @@ SWEEP = { # setting -> train.py flags
     'w8_m4_x10_scale1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0'],
     'w8_scale1': [*W8, '--gate_scale=1.0'], # the paper's weights, the gate logits at scale 1
     'w8_m4_scale1': [*W8, '--n_mid=4', '--gate_scale=1.0'],
-    # twice the bytes (2400 steps, 4.7M bytes)
-    'w8_m4_2400': [*ITERS(2400), '--window=8', '--n_mid=4'],
-    'w8_m4_x10_scale1_2400': [*ITERS(2400), '--window=8', '--n_mid=4', *X10, '--gate_scale=1.0'],
     # controls for random at w8: the early-exit head trained as sequential's is (lambda_e 0.1); evenly spaced gates
     'w8_early': [*W8, '--early_weight=0.1'],
     'w8_equidistant': [*W8, '--gater=equidistant'],
@@ -304,6 +301,10 @@ SWEEP = { # setting -> train.py flags
     'pycode_w8_m4': [*W8, '--n_mid=4', '--dataset=pycode'],
     'pycode_w8_m4_x10_scale1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode'],
     'pycode_w8_m4_early': [*W8, '--n_mid=4', '--early_weight=0.1', '--dataset=pycode'],
+    # twice the bytes (2400 steps, 4.7M bytes): does every seed find the word edges?
+    'pycode_w8_m4_2400': [*ITERS(2400), '--window=8', '--n_mid=4', '--dataset=pycode'],
+    'pycode_w8_m4_x10_scale1_2400': [*ITERS(2400), '--window=8', '--n_mid=4', *X10, '--gate_scale=1.0',
+                                     '--dataset=pycode'],
     'pycode_w8_m4_x10_scale1_gamma1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode', '--gamma=1.0'],
     'pycode_w8_m4_x10_scale1_no_consistency': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode',
                                                '--rate_weight=0.0'],
@@ -320,10 +321,11 @@ SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:wh
               *SEEDS('w8_m4:random'), *SEEDS('w8_m4:whitespace'), *SEEDS('w8_m4_x10_scale1:sequential'),
               'w8_m4_x10_scale1_gamma1:sequential:1', 'w8_m4_x10_scale1_no_consistency:sequential:1',
               'w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('w8_m4_scale1:sequential'),
-              *SEEDS('w8_m4_2400:random'), *SEEDS('w8_m4_x10_scale1_2400:sequential'), *SEEDS('pycode_w8_m4:random'),
+              *SEEDS('pycode_w8_m4:random'),
               *SEEDS('pycode_w8_m4_x10_scale1:sequential'), 'pycode_w8_m4_x10_scale1_gamma1:sequential:1',
               'pycode_w8_m4_x10_scale1_no_consistency:sequential:1',
-              'pycode_w8_m4_x10_scale1_no_early_exit:sequential:1'] # --sweep=all
+              'pycode_w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('pycode_w8_m4_2400:random'),
+              *SEEDS('pycode_w8_m4_x10_scale1_2400:sequential')] # --sweep=all
 COMPARE = 'pycode_w8_m4' # --compare=True: every method of `methods` here, 3 seeds (sequential at COMPARE_SEQ)
 COMPARE_SEQ = 'pycode_w8_m4_x10_scale1'
 
