@@ -62,7 +62,7 @@ gen_points = 0 # > 0: the re-run's time for all gen_bytes from its per-byte forw
 sweep = '' # 'all' or runs 'setting:method:seed,...' of SWEEP below: train, measure word edges, write sweep_json
 sweep_json = 'assets/sweep_gater.json'
 compare_json = 'assets/compare.json'
-compare_extra = 'pycode_w8_m4_early:random' # with compare: these 'setting:method' too, 3 seeds each (the control of random)
+compare_extra = 'pycode_w8_m4_early_2400:random' # with compare: these 'setting:method' too, 3 seeds each (the control of random)
 sweep_jobs = 2 # trainings at once in a sweep or comparison, one thread each
 sweep_iters = 0 # > 0: every run of a sweep or comparison takes this many steps instead (a quick check)
 data_dir = 'data' # where a sweep or comparison finds data/pydocs (made by prepare.py if it is missing)
@@ -267,7 +267,8 @@ if generate:
 # the gater sweep and the comparison: runs 'setting:method:seed' of the tiny model on pydocs (train.py with SWEEP_BASE,
 # config/method_<method>.py and the setting's flags), sweep_jobs at a time on one thread each; then every checkpoint is
 # measured on the same sweep_rows val windows, and each run's numbers, val curve and command go to the JSON file
-SWEEP_BASE = ['config/train_tiny_pycode.py', '--dataset=pydocs', '--eval_interval=200']
+SWEEP_BASE = ['config/train_tiny_pycode.py', '--dataset=pydocs', '--eval_interval=200', '--window=64',
+              '--n_mid=2'] # the tiny model as it was before the sweep: window and depth pinned, the settings change them
 ITERS = lambda n: [f'--max_iters={n}', f'--lr_decay_iters={n}'] # steps of 8 rows of 256 bytes, cosine over all of them
 X10 = ['--pg_weight=0.1', '--rate_weight=0.1'] # lambda_pi and lambda_c x10 together (one alone moves the rate)
 W8 = [*ITERS(1200), '--window=8'] # the byte layers see 8 bytes: what lies further back comes through the chunks
@@ -305,6 +306,7 @@ SWEEP = { # setting -> train.py flags
     'pycode_w8_m4_2400': [*ITERS(2400), '--window=8', '--n_mid=4', '--dataset=pycode'],
     'pycode_w8_m4_x10_scale1_2400': [*ITERS(2400), '--window=8', '--n_mid=4', *X10, '--gate_scale=1.0',
                                      '--dataset=pycode'],
+    'pycode_w8_m4_early_2400': [*ITERS(2400), '--window=8', '--n_mid=4', '--early_weight=0.1', '--dataset=pycode'],
     'pycode_w8_m4_x10_scale1_gamma1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode', '--gamma=1.0'],
     'pycode_w8_m4_x10_scale1_no_consistency': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode',
                                                '--rate_weight=0.0'],
@@ -318,16 +320,17 @@ SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:wh
               *SEEDS('w8_x10_scale1:sequential'), *SEEDS('w8_scale1:sequential'), *SEEDS('w8_early:random', 2),
               *SEEDS('w8_equidistant:random', 2), 'w8_scale1_gamma1:sequential:1',
               'w8_scale1_no_consistency:sequential:1', 'w8_scale1_no_early_exit:sequential:1',
-              *SEEDS('w8_m4:random'), *SEEDS('w8_m4:whitespace'), *SEEDS('w8_m4_x10_scale1:sequential'),
+              *SEEDS('w8_m4:random'), *SEEDS('w8_m4:whitespace'), *SEEDS('w8_m4_early:random'),
+              *SEEDS('w8_m4_x10_scale1:sequential'),
               'w8_m4_x10_scale1_gamma1:sequential:1', 'w8_m4_x10_scale1_no_consistency:sequential:1',
               'w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('w8_m4_scale1:sequential'),
-              *SEEDS('pycode_w8_m4:random'),
+              *SEEDS('pycode_w8_m4:random'), *SEEDS('pycode_w8_m4_early:random'),
               *SEEDS('pycode_w8_m4_x10_scale1:sequential'), 'pycode_w8_m4_x10_scale1_gamma1:sequential:1',
               'pycode_w8_m4_x10_scale1_no_consistency:sequential:1',
               'pycode_w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('pycode_w8_m4_2400:random'),
               *SEEDS('pycode_w8_m4_x10_scale1_2400:sequential')] # --sweep=all
-COMPARE = 'pycode_w8_m4' # --compare=True: every method of `methods` here, 3 seeds (sequential at COMPARE_SEQ)
-COMPARE_SEQ = 'pycode_w8_m4_x10_scale1'
+COMPARE = 'pycode_w8_m4_2400' # --compare=True: every method of `methods` here, 3 seeds (sequential at COMPARE_SEQ)
+COMPARE_SEQ = 'pycode_w8_m4_x10_scale1_2400'
 
 
 @torch.no_grad()

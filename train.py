@@ -37,10 +37,11 @@ from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, bounda
                    discounted_returns, gpu_peak_flops, hnet_ratio_loss, next_byte_nll)
 
 # -----------------------------------------------------------------------------
-# default config values: a small model on the embedded pycode corpus that trains on a CPU in a few minutes
+# default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
+# minutes and learns word-edge boundaries (README, 'a comparison measured here'); the paper's values are in config/
 # I/O
 out_dir = 'out'
-eval_interval = 100
+eval_interval = 200
 log_interval = 10
 eval_iters = 8 # val batches per eval; the val rows are the same every time
 eval_only = False
@@ -61,16 +62,16 @@ block_size = 256 # bytes per row, BOS included: a row is BOS + a window of block
 n_embd = 64
 n_head = 2
 n_down = 1
-n_mid = 2
+n_mid = 4 # the quick start's: 4 mid layers (the paper's sizes set their own)
 n_up = 1
-window = 64
+window = 8 # the quick start's: byte layers see 8 bytes, further back only through chunks (paper: 64)
 attn_softcap = 50.0
 gater = 'sequential'
 downsampler = 'select'
 upsampler = 'add'
 rate = 0.2 # share of bytes that end a chunk: the gater's prior and the rate loss's target
 filter_size = 8
-gate_scale = 1 / 16
+gate_scale = 1.0 # the quick start's; the paper's 1/16 (config/method_sequential.py) learns 16x slower
 gate_softcap = 6.0
 nawrot_temp = 0.5
 # boundaries prescribed from outside the model ('' or 'bpe': a gate at the first byte of each tiktoken token)
@@ -78,21 +79,21 @@ prescribe = ''
 bpe_encoding = 'gpt2'
 # losses: (1-early_weight) CE + early_weight CE_early + pg_weight PG + rate_weight rate_loss
 early_weight = 0.1 # lambda_e: the early-exit head's share of the byte loss
-pg_weight = 0.01 # lambda_pi: the score-function (REINFORCE) loss of the gater; 0 for fixed and straight-through gaters
+pg_weight = 0.1 # lambda_pi: the score-function (REINFORCE) loss of the gater (the paper's 0.01 in method_sequential.py)
 gamma = 0.99 # discount of later rewards along the bytes
 early_exit_reward = True # reward CE_early - CE; False: reward -CE
 batch_baseline = True # subtract the batch mean reward at each position
 rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - rate); 'hnet': H-Net's ratio loss; 'binomial': Nawrot's prior
-rate_weight = 0.01 # lambda_c
+rate_weight = 0.1 # lambda_c (the paper's 0.01 in config/method_sequential.py)
 # adamw optimizer and schedule: linear warmup from 0.1*lr, then cosine to min_lr at lr_decay_iters
 learning_rate = 3e-3
-max_iters = 600
+max_iters = 2400
 weight_decay = 0.01
 beta1 = 0.9
 beta2 = 0.999
 grad_clip = 1.0 # clip the global gradient norm once per optimizer step; 0 disables
 warmup_iters = 30
-lr_decay_iters = 600
+lr_decay_iters = 2400
 min_lr = 0.0
 # system
 device = 'cuda' if torch.cuda.is_available() else 'cpu' # 'cpu', 'cuda', 'cuda:1', 'mps'

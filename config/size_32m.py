@@ -6,6 +6,7 @@ n_head = 8
 n_down = 2
 n_mid = 6
 n_up = 2
+window = 64 # the byte layers' sliding window
 # the micro-batch is part of the method: the batch baseline averages the reward over one process's micro-batch
 batch_size = 32 # rows per GPU and micro-step, as the paper's job (2 GPUs x 32 rows)
 gradient_accumulation_steps = 2 # over all GPUs: 64 rows of 4096 bytes per step, e.g. 2 GPUs x 32 rows x 1

@@ -6,6 +6,7 @@ n_head = 16
 n_down = 2
 n_mid = 20
 n_up = 2
+window = 64 # the byte layers' sliding window
 # the micro-batch is part of the method: the batch baseline averages the reward over one process's micro-batch
 batch_size = 8 # rows per GPU and micro-step; no job of the paper's at this size is stored: 8 as at 73M-147M
 gradient_accumulation_steps = 32 # over all GPUs: 256 rows of 4096 bytes per step, e.g. 8 GPUs x 8 rows x 4

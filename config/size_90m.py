@@ -6,6 +6,7 @@ n_head = 12
 n_down = 4
 n_mid = 6
 n_up = 4
+window = 64 # the byte layers' sliding window
 # the micro-batch is part of the method: the batch baseline averages the reward over one process's micro-batch
 batch_size = 8 # rows per GPU and micro-step, as the paper's jobs (4 GPUs x 8 rows)
 gradient_accumulation_steps = 16 # over all GPUs: 128 rows of 4096 bytes per step, e.g. 8 GPUs x 8 rows x 2
