@@ -38,7 +38,7 @@ from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, bounda
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
-# minutes and learns word-edge boundaries (README, 'a comparison measured here'); the paper's values are in config/
+# minutes and learns its boundaries (README, 'a comparison measured here'); the paper's values are in config/
 # I/O
 out_dir = 'out'
 eval_interval = 200
