@@ -62,7 +62,7 @@ gen_points = 0 # > 0: the re-run's time for all gen_bytes from its per-byte forw
 sweep = '' # 'all' or runs 'setting:method:seed,...' of SWEEP below: train, measure word edges, write sweep_json
 sweep_json = 'assets/sweep_gater.json'
 compare_json = 'assets/compare.json'
-compare_extra = 'pycode_w8_m4_early_2400:random' # with compare: these 'setting:method' too, 3 seeds each (the control of random)
+compare_extra = 'pycode_w8_m4_early_2400:random' # with compare: these 'setting:method' too, 3 seeds each (random's control)
 sweep_jobs = 2 # trainings at once in a sweep or comparison, one thread each
 sweep_iters = 0 # > 0: every run of a sweep or comparison takes this many steps instead (a quick check)
 data_dir = 'data' # where a sweep or comparison finds data/pydocs (made by prepare.py if it is missing)
@@ -307,6 +307,13 @@ SWEEP = { # setting -> train.py flags
     'pycode_w8_m4_x10_scale1_2400': [*ITERS(2400), '--window=8', '--n_mid=4', *X10, '--gate_scale=1.0',
                                      '--dataset=pycode'],
     'pycode_w8_m4_early_2400': [*ITERS(2400), '--window=8', '--n_mid=4', '--early_weight=0.1', '--dataset=pycode'],
+    # the paper's ablation directions at the compared setting
+    'pycode_w8_m4_x10_scale1_2400_gamma1': [*ITERS(2400), '--window=8', '--n_mid=4', *X10, '--gate_scale=1.0',
+                                            '--dataset=pycode', '--gamma=1.0'],
+    'pycode_w8_m4_x10_scale1_2400_no_consistency': [*ITERS(2400), '--window=8', '--n_mid=4', *X10, '--gate_scale=1.0',
+                                                    '--dataset=pycode', '--rate_weight=0.0'],
+    'pycode_w8_m4_x10_scale1_2400_no_early_exit': [*ITERS(2400), '--window=8', '--n_mid=4', *X10, '--gate_scale=1.0',
+                                                   '--dataset=pycode', '--early_exit_reward=False'],
     'pycode_w8_m4_x10_scale1_gamma1': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode', '--gamma=1.0'],
     'pycode_w8_m4_x10_scale1_no_consistency': [*W8, '--n_mid=4', *X10, '--gate_scale=1.0', '--dataset=pycode',
                                                '--rate_weight=0.0'],
@@ -328,7 +335,9 @@ SWEEP_RUNS = [*SEEDS('w64:random'), *SEEDS('w64_x10_scale1:sequential'), 'w64:wh
               *SEEDS('pycode_w8_m4_x10_scale1:sequential'), 'pycode_w8_m4_x10_scale1_gamma1:sequential:1',
               'pycode_w8_m4_x10_scale1_no_consistency:sequential:1',
               'pycode_w8_m4_x10_scale1_no_early_exit:sequential:1', *SEEDS('pycode_w8_m4_2400:random'),
-              *SEEDS('pycode_w8_m4_x10_scale1_2400:sequential')] # --sweep=all
+              *SEEDS('pycode_w8_m4_x10_scale1_2400:sequential'), 'pycode_w8_m4_x10_scale1_2400_gamma1:sequential:2',
+              'pycode_w8_m4_x10_scale1_2400_no_consistency:sequential:2',
+              'pycode_w8_m4_x10_scale1_2400_no_early_exit:sequential:2'] # --sweep=all
 COMPARE = 'pycode_w8_m4_2400' # --compare=True: every method of `methods` here, 3 seeds (sequential at COMPARE_SEQ)
 COMPARE_SEQ = 'pycode_w8_m4_x10_scale1_2400'
 
