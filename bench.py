@@ -47,6 +47,8 @@ base = '' # table=cpu: a checkout whose model.py is the 'before' of the training
 profile = False # table=cpu: also print a torch.profiler table of one step, before and after
 parts = 'sampler,forward,step' # table=cpu: which of its three tables
 step_compile = True # table=cpu: the step table also times the 'after' model under torch.compile (~3 min to compile)
+step_bf16 = True # table=cpu: ... and under bfloat16 autocast (train.py --dtype=bfloat16), compiled if step_compile
+step_size = '18m' # table=cpu: the step table's model, a PRESETS name or 'tiny'
 reps = 3 # table=cpu: alternated repetitions of each measurement (median reported)
 sizes = '18m,73m' # table=gpu: PRESETS names, or 'tiny' (the n_embd/n_head/n_down/n_mid/n_up above)
 compiles = 'False,True' # table=gpu: torch.compile off, on
@@ -160,27 +162,32 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
         spec = importlib.util.spec_from_file_location('model_base', os.path.join(base, 'model.py'))
         base_py = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(base_py)
-        print(f"\n| 18M training step, 4 x 1024 float32 | before s/step ({base}) | after s/step | speed-up |"
-              + (" after, compiled s/step | speed-up |" if step_compile else '') + "\n|---|---|---|---|"
-              + ("---|---|" if step_compile else ''))
+        variants = [('before', base_py, False, None), ('after', model_py, False, None)] \
+            + [('compiled', model_py, True, None)] * step_compile \
+            + [('bf16', model_py, step_compile, torch.autocast('cpu', dtype=torch.bfloat16))] * step_bf16
+        print(f"\n| {step_size} training step, 4 x 1024 | before s/step ({base}), float32 | after, float32 s/step | speed-up |"
+              + " after, compiled s/step | speed-up |" * step_compile
+              + f" after,{' compiled,' * step_compile} bfloat16 autocast s/step | speed-up |" * step_bf16
+              + "\n|---|---|---|---|" + "---|---|" * (step_compile + step_bf16))
         for method in ('sequential', 'random'):
             X, nets = rows(4, 1024), {}
-            for name, M in [('before', base_py), ('after', model_py)] + [('compiled', model_py)] * step_compile:
-                net = build(M, method, 1024, **PRESETS['18m'])
-                nets[name] = (M, torch.compile(net) if name == 'compiled' else net,
-                              torch.optim.AdamW(net.parameters(), lr=1e-4))
+            for name, M, comp, ctx in variants: # each version's own optimizer (configure_optimizers: fused or not)
+                net = build(M, method, 1024, **(tiny_dims if step_size == 'tiny' else PRESETS[step_size]))
+                nets[name] = (M, torch.compile(net) if comp else net,
+                              M.ByteUNet.configure_optimizers(net, 0.1, 1e-4, (0.9, 0.95), 'cpu'),
+                              ctx or contextlib.nullcontext())
             t = {name: [] for name in nets}
             for i in range(3 + steps): # 3 warmup steps: compiling, and the recompile a new mid-level length may need
-                for name, (M, net, opt) in nets.items():
+                for name, (M, net, opt, ctx) in nets.items():
                     torch.manual_seed(i)
-                    t[name].append(timed(lambda: train_step(M, net, opt, X, contextlib.nullcontext())))
-            tb, ta = median(t['before'][3:]), median(t['after'][3:])
-            tc = f" {median(t['compiled'][3:]):.3f} | {tb / median(t['compiled'][3:]):.2f}x |" if step_compile else ''
-            print(f"| {method} | {tb:.3f} | {ta:.3f} | {tb / ta:.2f}x |{tc}", flush=True)
+                    t[name].append(timed(lambda: train_step(M, net, opt, X, ctx)))
+            tb = median(t['before'][3:])
+            print(f"| {method} | {tb:.3f} |" + ''.join(f" {median(t[name][3:]):.3f} | {tb / median(t[name][3:]):.2f}x |"
+                                                      for name in nets if name != 'before'), flush=True)
             if profile:
-                for name, (M, net, opt) in nets.items():
+                for name, (M, net, opt, ctx) in nets.items():
                     with torch.profiler.profile() as prof:
-                        train_step(M, net, opt, X, contextlib.nullcontext())
+                        train_step(M, net, opt, X, ctx)
                     print(f"\nprofile of one {method} step, {name}:")
                     print(prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=12))
     sys.exit(0)

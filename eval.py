@@ -218,7 +218,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     if device.startswith('cuda') and not torch.cuda.is_available():
         raise SystemExit(f"eval.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
     device_type = 'cuda' if 'cuda' in device else 'cpu'
-    ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+    ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
     names = [t.strip() for t in tasks.split(',') if t.strip()]
     if not names:
         raise SystemExit("eval.py: --tasks is empty; e.g. --tasks=fineweb,piqa,hellaswag,arc_easy,lambada")

@@ -706,7 +706,7 @@ class ByteUNet(nn.Module):
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [{'params': [p for p in params if p.dim() >= 2], 'weight_decay': weight_decay},
                   {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0}]
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda')
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type in ('cuda', 'cpu'))
 
     def flops_per_byte(self, rate=None):
         """ training FLOPs per byte: 6 per weight and byte at byte level, 6 per mid weight and chunk (`rate` chunks per

@@ -117,7 +117,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     torch.backends.cuda.matmul.allow_tf32 = True # allow tf32 on matmul
     torch.backends.cudnn.allow_tf32 = True # allow tf32 on cudnn
     device_type = 'cuda' if 'cuda' in device else 'cpu' # for later use in torch.autocast
-    ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+    ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
 
     model, checkpoint = load_checkpoint(out_dir, device, 'sample.py')
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')

@@ -159,7 +159,8 @@ device_type = 'cuda' if 'cuda' in device else 'cpu'
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
-ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+# mixed precision on any device: on a CPU with avx512_bf16 or AMX, bfloat16 matmuls run 4-5x faster than float32
+ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
 
 # data: documents as bytes, cut into rows; a row is BOS + a window of up to block_size-1 consecutive bytes of one
 # document (a document of n bytes gives ceil(n/(block_size-1)) rows), the last one padded with a loss mask

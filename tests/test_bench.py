@@ -1,8 +1,9 @@
 """
-bench.py's prepared GPU measurement (--table=gpu), its generation table and its seeded comparison, run as a user runs
-them but on the CPU at a tiny size. The GPU table has one row per method with a step time, bytes/s and, for
-`sequential`, the sampler's share of the step; the generation table one row per width; the comparison a row per
-method with the mean and spread over 3 seeds, in its JSON table too, and a plot.
+bench.py's prepared GPU measurement (--table=gpu), its CPU step table, its generation table and its seeded comparison,
+run as a user runs them but on the CPU at a tiny size. The GPU table has one row per method with a step time, bytes/s
+and, for `sequential`, the sampler's share of the step; the step table a time and speed-up per precision; the
+generation table one row per width; the comparison a row per method with the mean and spread over 3 seeds, in its JSON
+table too, and a plot.
 Run: python -m pytest -q tests/test_bench.py
 """
 import ast
@@ -29,6 +30,22 @@ def test_gpu_table_runs_on_a_cpu_at_a_small_size():
         ms, bps, mfu, share = l.strip('| ').split(' | ')[3:]
         assert float(ms) > 0 and float(bps.replace(',', '')) > 0 and mfu == '-'  # no MFU without a GPU's peak
     assert lines[0].endswith('% |') and lines[1].endswith('- |')  # the sampler's share: sequential only
+
+
+def test_cpu_step_table_runs_at_a_small_size():
+    """ --parts=step with this checkout as its own 'before': a row per method, a time and a speed-up for the float32
+        step and for bfloat16 autocast (not compiled here: minutes) """
+    cmd = [sys.executable, 'bench.py', '--table=cpu', '--parts=step', f'--base={ROOT}', '--step_size=tiny',
+           '--steps=1', '--step_compile=False']
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert res.returncode == 0, res.stderr
+    assert 'after, float32 s/step | speed-up | after, bfloat16 autocast s/step | speed-up |' in res.stdout
+    lines = [l.strip('| ').split(' | ') for l in res.stdout.splitlines() if l.startswith(('| sequential', '| random'))]
+    assert [l[0] for l in lines] == ['sequential', 'random']
+    for _, before, after, up, bf16, up16 in lines:
+        assert float(before) > 0 and float(after) > 0 and float(bf16) > 0
+        assert abs(float(up[:-1]) - float(before) / float(after)) < 0.01 and up16.endswith('x')
 
 
 def test_generation_table_with_the_re_run_timed_at_a_few_lengths():

@@ -127,12 +127,24 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path, data_dir, full_run):
 
 
 def test_resume_restores_the_fp16_loss_scaler(tmp_path, data_dir):
-    """ float16 (on a CPU: fp32 compute, scaled loss): the scaler counts its steps since the last backoff """
-    train(tmp_path, data_dir, '--dtype=float16', '--max_iters=2', '--eval_interval=2', '--always_save_checkpoint=True')
-    train(tmp_path, data_dir, '--dtype=float16', '--max_iters=4', '--eval_interval=2', '--always_save_checkpoint=True',
-          '--init_from=resume')
-    scaler = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['scaler']
-    assert scaler['scale'] == 2.0 ** 16 and scaler['_growth_tracker'] == 4 # 2 + 2 steps: the count survived
+    """ float16 (autocast on a CPU too): 2 steps, then a resume to 4, leave the scaler as 4 steps in one run do """
+    flags = ('--dtype=float16', '--eval_interval=2', '--always_save_checkpoint=True')
+    train(tmp_path / 'full', data_dir, *flags, '--max_iters=4')
+    train(tmp_path, data_dir, *flags, '--max_iters=2')
+    first = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['scaler']
+    train(tmp_path, data_dir, *flags, '--max_iters=4', '--init_from=resume')
+    full = torch.load(tmp_path / 'full' / 'ckpt.pt', weights_only=True)['scaler']
+    resumed = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['scaler']
+    assert resumed == full # the scale and the steps since its last backoff, as if never stopped
+    assert full['_growth_tracker'] == first['_growth_tracker'] + 2 # a fresh scaler after the resume would count 2
+
+
+def test_bfloat16_autocasts_on_a_cpu_too(tmp_path, data_dir):
+    """ --dtype=bfloat16 is honoured on a CPU (it was silently float32): the step-0 val loss of the same weights and rows
+        moves by bfloat16 rounding, no more """
+    loss = {dt: train(tmp_path / dt, data_dir, f'--dtype={dt}', '--max_iters=0')[0]['loss'] for dt in ('float32',
+                                                                                                       'bfloat16')}
+    assert loss['float32'] != loss['bfloat16'] and abs(loss['float32'] - loss['bfloat16']) < 0.02, loss
 
 
 def test_preempted_two_process_run_resumes_exactly_and_skips_a_nan_step_on_both_ranks(tmp_path, data_dir):
