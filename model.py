@@ -217,17 +217,20 @@ def read_ids(gates):
 
 
 @torch.compiler.disable # its host sync (the chunk count) breaks the graph anyway: make it one clean break
-def chunk_ends(gates, multiple=1):
-    """ positions e_k of the gates of each row, padded with 0 to S = the most chunks in the batch rounded up to a
-        multiple (64 under torch.compile: a handful of mid-level shapes, not one per step); and the counts:
-        gates [[1 0 1 1], [1 0 0 1]] -> ends [[0 2 3], [0 3 0]], n_chunks [3, 2] """
+def chunk_ends(gates, dynamic=False):
+    """ positions e_k of the gates of each row, padded with 0 to S = the most chunks in the batch; and the counts:
+        gates [[1 0 1 1], [1 0 0 1]] -> ends [[0 2 3], [0 3 0]], n_chunks [3, 2]. dynamic (under torch.compile): S is
+        marked dynamic, so one compiled graph serves every chunk count: no recompile, and no padding to a fixed size """
     B, T = gates.shape
     n_chunks = gates.sum(-1).long()                            # (B,)
-    S = -(-int(n_chunks.max()) // multiple) * multiple         # the one host sync of a forward: S sizes the mid level
+    S = int(n_chunks.max())                                    # the one host sync of a forward: S sizes the mid level
     slot = torch.where(gates > 0, chunk_ids(gates), S)         # non-gates go to a spare slot S, dropped below
     ends = torch.zeros(B, S + 1, dtype=torch.long, device=gates.device)
     ends.scatter_(1, slot, torch.arange(T, device=gates.device).expand(B, T))
-    return ends[:, :S], n_chunks
+    ends = ends[:, :S]
+    if dynamic:
+        torch._dynamo.maybe_mark_dynamic(ends, 1)
+    return ends, n_chunks
 
 
 def gather(z, ids):
@@ -686,7 +689,7 @@ class ByteUNet(nn.Module):
         g = torch.where(forced, 1.0, g.float())                # still carries nawrot's straight-through gradient
         gate_probs = torch.where(forced, 1.0, gate_probs)      # constants there: no gradient, log pi = 0
         gate_logits = torch.where(forced, CERTAIN, gate_logits)
-        ends, n_chunks = chunk_ends(g.detach(), 64 if torch.compiler.is_compiling() else 1) # (B, S); eager: exact S
+        ends, n_chunks = chunk_ends(g.detach(), torch.compiler.is_compiling()) # (B, S)
         z, zpos = self.downsampler(x, g, ends)                 # (B, S, C), (B, S)
         zcos, zsin = rope(zpos, hd)
         zo = z

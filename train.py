@@ -98,7 +98,7 @@ min_lr = 0.0
 # system
 device = 'cuda' if torch.cuda.is_available() else 'cpu' # 'cpu', 'cuda', 'cuda:1', 'mps'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
-compile = False # torch.compile the model (the mid level's length is padded to a multiple of 64: few recompiles)
+compile = False # torch.compile the model (one graph for every chunk count: the mid level's length is dynamic)
 peak_flops = 0.0 # MFU's denominator in FLOP/s; 0: the GPU's bf16 dense peak from model.PEAK_FLOPS by its name
 seed = 1337
 # fault injection, for tests/test_train.py only (-1: off)

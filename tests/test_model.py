@@ -215,54 +215,52 @@ def test_chunk_ends_pads_with_zero():
     assert ends.tolist() == [[0, 4, 0, 0, 0], [0, 1, 2, 3, 4]] and n.tolist() == [2, 5]
 
 
-def test_chunk_ends_rounds_the_slots_up_to_a_multiple():
-    ends, n = chunk_ends(torch.tensor([[1., 0, 1, 1], [1, 0, 0, 1]]), 4)
-    assert ends.tolist() == [[0, 2, 3, 0], [0, 3, 0, 0]] and n.tolist() == [3, 2]
-    assert chunk_ends(torch.ones(2, 70), 64)[0].shape == (2, 128)
-
-
 @pytest.mark.parametrize('down,up', PAIRS)
 @pytest.mark.parametrize('gater', ['sequential', 'nawrot', 'hnet'])  # the gaters whose probs or gates have gradients
 def test_padded_chunk_slots_change_no_output(gater, down, up, monkeypatch):
-    """ the mid level padded to 64 slots (as under torch.compile) gives every output of the exact S: the padded slots
-        follow every real chunk, so the causal mid layers, the EMA and the pooling never bring them back (to float32
-        rounding: the matmuls run over another length) """
+    """ the mid level padded to 64 slots gives every output of the exact S: the padded slots follow every real chunk,
+        so the causal mid layers, the EMA and the pooling never bring them back (to float32 rounding: the matmuls run
+        over another length). Rows with fewer chunks than the batch's most are padded so in every forward """
     import model as model_py
     m = make_model(gater=gater, downsampler=down, upsampler=up).train()
     idx, gates = rows(3, 64, seed=7), random_gates([0.3, 0.1, 0.6], 64, seed=8)
     torch.manual_seed(9)
     want = m(idx, gates)
     exact, seen = model_py.chunk_ends, []
-    def padded(g, multiple=1):
-        ends, n = exact(g, 64)
+    def padded(g, dynamic=False):
+        ends, n = exact(g)
         seen.append(ends.size(1))
-        return ends, n
+        return F.pad(ends, (0, 64 - ends.size(1))), n
     monkeypatch.setattr(model_py, 'chunk_ends', padded)
     torch.manual_seed(9)
     got = m(idx, gates)
-    assert seen == [64] and want['n_chunks'].max() < 64  # the padding is in play
+    assert seen == [want['n_chunks'].max()] and seen[0] < 64  # the padding is in play
     for key in ('logits', 'early_logits', 'gate_probs', 'gates', 'n_chunks'):
         torch.testing.assert_close(got[key], want[key], msg=key)
 
 
 @pytest.mark.parametrize('down,up', [('mean', 'deviation'), ('nawrot', 'nawrot'), ('select', 'hnet')])
-def test_compiled_pads_the_chunks_and_keeps_the_outputs(down, up, monkeypatch):
-    """ under torch.compile (eager backend: dynamo's capture) the mid level has 64 slots and the outputs are eager's """
+def test_compiled_model_takes_every_chunk_count_in_one_graph(down, up, monkeypatch):
+    """ under torch.compile (eager backend: dynamo's capture; dynamic=False, so only chunk_ends' mark makes a length
+        dynamic) batches of three chunk counts give eager's outputs with the graphs of the first; without the mark,
+        each new count recompiles """
     import model as model_py
     m = make_model(gater='uniform', downsampler=down, upsampler=up).eval()
-    idx, gates = rows(3, 64, seed=10), random_gates([0.3, 0.1, 0.6], 64, seed=11)
-    want = m(idx, gates)
-    exact, seen = model_py.chunk_ends, []
-    @torch.compiler.disable
-    def spy(g, multiple=1):
-        seen.append(multiple)
-        return exact(g, multiple)
-    monkeypatch.setattr(model_py, 'chunk_ends', spy)
-    torch._dynamo.reset()
-    got = torch.compile(m, backend='eager', dynamic=False)(idx, gates)
-    assert seen == [64]
-    for key in ('logits', 'early_logits', 'gate_probs'):
-        torch.testing.assert_close(got[key], want[key], msg=key)
+    idx = rows(3, 64, seed=10)
+    batches = [random_gates(rates, 64, seed=11) for rates in ([0.3, 0.1, 0.6], [0.2, 0.1, 0.3], [0.8, 0.5, 0.1])]
+    assert len({int(g.sum(-1).max()) for g in batches}) == 3
+    marked = model_py.chunk_ends
+    for chunk_ends_, grows in ((marked, False), (torch.compiler.disable(lambda g, dynamic: marked(g)), True)):
+        monkeypatch.setattr(model_py, 'chunk_ends', chunk_ends_)
+        graphs, n = [], []
+        torch._dynamo.reset()
+        compiled = torch.compile(m, backend=lambda gm, inputs: graphs.append(gm) or gm.forward, dynamic=False)
+        for gates in batches:
+            got, want = compiled(idx, gates), m(idx, gates)
+            for key in ('logits', 'early_logits', 'gate_probs'):
+                torch.testing.assert_close(got[key], want[key], msg=key)
+            n.append(len(graphs))
+        assert (n[2] > n[0]) == grows, n
 
 
 def test_nawrot_onehot_is_one_hot_chunk_ids_with_gradient():
