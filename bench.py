@@ -181,9 +181,10 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
                 for name, (M, net, opt, ctx) in nets.items():
                     torch.manual_seed(i)
                     t[name].append(timed(lambda: train_step(M, net, opt, X, ctx)))
-            tb = median(t['before'][3:])
-            print(f"| {method} | {tb:.3f} |" + ''.join(f" {median(t[name][3:]):.3f} | {tb / median(t[name][3:]):.2f}x |"
-                                                      for name in nets if name != 'before'), flush=True)
+            up = {name: median([b / a for b, a in zip(t['before'][3:], t[name][3:])]) for name in nets} # per round:
+            print(f"| {method} | {median(t['before'][3:]):.3f} |" # a machine slowing down slows both sides alike
+                  + ''.join(f" {median(t[name][3:]):.3f} | {up[name]:.2f}x |" for name in nets if name != 'before'),
+                  flush=True)
             if profile:
                 for name, (M, net, opt, ctx) in nets.items():
                     with torch.profiler.profile() as prof:

@@ -45,7 +45,8 @@ def test_cpu_step_table_runs_at_a_small_size():
     assert [l[0] for l in lines] == ['sequential', 'random']
     for _, before, after, up, bf16, up16 in lines:
         assert float(before) > 0 and float(after) > 0 and float(bf16) > 0
-        assert abs(float(up[:-1]) - float(before) / float(after)) < 0.01 and up16.endswith('x')
+        assert float(up[:-1]) > 0 and up16.endswith('x') # the median of the rounds' ratios (one round here)
+        assert abs(float(up[:-1]) - float(before) / float(after)) < 0.01
 
 
 def test_generation_table_with_the_re_run_timed_at_a_few_lengths():
