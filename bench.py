@@ -187,6 +187,7 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
                   flush=True)
             if profile:
                 for name, (M, net, opt, ctx) in nets.items():
+                    train_step(M, net, opt, X, ctx) # its own warm step: the others' steps evict its caches
                     with torch.profiler.profile() as prof:
                         train_step(M, net, opt, X, ctx)
                     print(f"\nprofile of one {method} step, {name}:")
