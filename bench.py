@@ -165,7 +165,8 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
         variants = [('before', base_py, False, None), ('after', model_py, False, None)] \
             + [('compiled', model_py, True, None)] * step_compile \
             + [('bf16', model_py, step_compile, torch.autocast('cpu', dtype=torch.bfloat16))] * step_bf16
-        print(f"\n| {step_size} training step, 4 x 1024 | before s/step ({base}), float32 | after, float32 s/step | speed-up |"
+        print(f"\n| {step_size} training step, 4 x 1024 | before s/step ({base}), float32 | after, float32 s/step"
+              + " | speed-up |"
               + " after, compiled s/step | speed-up |" * step_compile
               + f" after,{' compiled,' * step_compile} bfloat16 autocast s/step | speed-up |" * step_bf16
               + "\n|---|---|---|---|" + "---|---|" * (step_compile + step_bf16))
@@ -177,12 +178,13 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
                               M.ByteUNet.configure_optimizers(net, 0.1, 1e-4, (0.9, 0.95), 'cpu'),
                               ctx or contextlib.nullcontext())
             t = {name: [] for name in nets}
-            for i in range(3 + steps): # 3 warmup steps: compiling, and the recompile a new mid-level length may need
+            for i in range(3 + steps): # 3 warmup steps: compiling, and the first steps of each new shape
                 for name, (M, net, opt, ctx) in nets.items():
                     torch.manual_seed(i)
                     t[name].append(timed(lambda: train_step(M, net, opt, X, ctx)))
-            up = {name: median([b / a for b, a in zip(t['before'][3:], t[name][3:])]) for name in nets} # per round:
-            print(f"| {method} | {median(t['before'][3:]):.3f} |" # a machine slowing down slows both sides alike
+            # the speed-up per round, both sides timed back to back: a machine slowing down slows them alike
+            up = {name: median([b / a for b, a in zip(t['before'][3:], t[name][3:])]) for name in nets}
+            print(f"| {method} | {median(t['before'][3:]):.3f} |"
                   + ''.join(f" {median(t[name][3:]):.3f} | {up[name]:.2f}x |" for name in nets if name != 'before'),
                   flush=True)
             if profile:
