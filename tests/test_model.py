@@ -2,7 +2,7 @@
 Tests for model.py, read as its specification: causality of every gater x (downsampler, upsampler) pair in train
 and eval mode, chunk padding, the chunk index helpers on worked examples, each gater's contract, the straight-through
 baselines (H-Net, Nawrot), attention and its sliding window, generate, parameter counts, encode/decode.
-Tiny float32 models on the CPU. Run: python -m pytest -q tests/test_model.py
+Tiny float32 models on the CPU (a few run under bfloat16 autocast). Run: python -m pytest -q tests/test_model.py
 """
 import itertools
 import math
