@@ -1,15 +1,9 @@
-# Poor Man's Configurator, after nanoGPT's. Example usage:
-# $ python train.py config/override_file.py --batch_size=32
-# this first runs config/override_file.py, then overrides batch_size to 32.
-#
-# It is not a module. train.py and sample.py define their defaults as module-level globals, then run
-# >>> exec(open('configurator.py').read())
-# and the code below overrides those globals() in place, walking sys.argv[1:] left to right:
+# Poor Man's Configurator, after nanoGPT's: python train.py config/override_file.py --batch_size=32
+# Not a module: a script defines its defaults as globals, then runs exec(open('configurator.py').read()), and this
+# overrides them in place, walking sys.argv[1:] left to right, the last one winning:
 # - an argument without a leading '--' is a config file, plain Python exec'd into the same globals;
-# - --key=value: key must already be a global; the value goes through ast.literal_eval (else stays a string)
-#   and must have the default's type, except that an int is accepted for a float and anything for a None;
-# - a bare --flag means --flag=True and is only allowed for bool keys.
-# So the order is defaults in the script, then config files, then flags, and the last one wins.
+# - --key=value: key must already be a global; the value goes through ast.literal_eval (else stays a string) and
+#   must have the default's type (an int is accepted for a float, anything for a None); a bare --flag is a bool's True.
 # A mistake exits with one line naming the argument (SystemExit: no traceback, once per rank under torchrun).
 # (A comment, not a docstring: exec'd as a docstring it would replace the script's own __doc__, which --help prints.)
 import sys
@@ -23,8 +17,7 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
         print((_defaults.get('__doc__') or '').strip() + '\n\nconfig keys (--key=value), with the values so far:')
         print('\n'.join(f'  --{k}={globals()[k]!r}' for k, v in _defaults.items() if _is_key(k, v)))
         raise SystemExit(0)
-    if not _arg.startswith('--'):
-        # a config file
+    if not _arg.startswith('--'): # a config file
         try:
             _src = open(_arg).read()
         except OSError as _e:
@@ -42,8 +35,7 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
     if _key not in _keys:
         raise SystemExit(f"configurator: unknown config key '{_key}' (from {_arg}); valid keys: {', '.join(_keys)}")
     _old = _defaults.get(_key, globals()[_key])  # (or a config file's value, for a key the script lacks)
-    if not _eq:
-        # a bare --flag: True for a bool key; for anything else, say how to pass the value
+    if not _eq: # a bare --flag: True for a bool key; for anything else, say how to pass the value
         if type(_old) is not bool:
             _next = sys.argv[_i + 1] if _i + 1 < len(sys.argv) else '--'
             _how = f", not '{_arg} {_next}'" if not _next.startswith('--') else ''

@@ -71,9 +71,8 @@ def analyze_bytes(model, data, batch_size, seed, ctx, enc=None):
 def load_encoding(name):
     """ a tiktoken encoding, or None with a line on stderr when it cannot be downloaded; an unknown name exits """
     import tiktoken
-    if name not in tiktoken.list_encoding_names():
-        known = ', '.join(tiktoken.list_encoding_names())
-        raise SystemExit(f"sample.py: unknown tiktoken encoding '{name}'; known: {known}")
+    if name not in (known := tiktoken.list_encoding_names()):
+        raise SystemExit(f"sample.py: unknown tiktoken encoding '{name}'; known: {', '.join(known)}")
     try:
         return tiktoken.get_encoding(name)
     except Exception as e: # a download that failed: say so; the learned boundaries still print
@@ -85,7 +84,7 @@ def read_bytes(path):
     try:
         return open(path, 'rb').read()
     except OSError as e:
-        raise SystemExit(f"sample.py: cannot read {path} ({e.strerror})")
+        raise SystemExit(f"sample.py: cannot read {path} ({e.strerror})") from None
 
 
 if __name__ == '__main__': # the script; the functions above can be imported by the tests
@@ -105,8 +104,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     batch_size = 8 # --analyze: rows per forward
     exec(open('configurator.py').read()) # overrides from command line or config file
     # -----------------------------------------------------------------------------
-    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
-    if ptdtype is None:
+    if dtype not in ('float32', 'bfloat16', 'float16'):
         raise SystemExit(f"sample.py: --dtype={dtype}: use float32, bfloat16 or float16")
     for k, v in dict(temperature=temperature, top_k=top_k, num_samples=num_samples, batch_size=batch_size,
                      max_new_tokens=max_new_tokens + 1).items(): # max_new_tokens may be 0
@@ -114,33 +112,28 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
             raise SystemExit(f"sample.py: --{k}={globals()[k]} must be {'>= 0' if k == 'max_new_tokens' else '> 0'}")
     if device.startswith('cuda') and not torch.cuda.is_available():
         raise SystemExit(f"sample.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
-    torch.backends.cuda.matmul.allow_tf32 = True # allow tf32 on matmul
-    torch.backends.cudnn.allow_tf32 = True # allow tf32 on cudnn
-    device_type = 'cuda' if 'cuda' in device else 'cpu' # for later use in torch.autocast
-    ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    device_type = 'cuda' if 'cuda' in device else 'cpu'
+    ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type, getattr(torch, dtype))
 
     model, checkpoint = load_checkpoint(out_dir, device, 'sample.py')
-    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
     block_size = model.config.block_size
     bpe_model = checkpoint['config'].get('prescribe') == 'bpe' # trained on BPE boundaries: evaluated on them too
-    if bpe_model:
-        if not analyze:
-            raise SystemExit(f"sample.py: {ckpt_path} was trained on BPE boundaries (prescribe='bpe'), which look "
-                             f"ahead in the text, so it cannot generate; use --analyze=FILE to evaluate it")
-        compare = checkpoint['config']['bpe_encoding'] # loaded below, as for --compare
+    if bpe_model and not analyze:
+        raise SystemExit(f"sample.py: {os.path.join(out_dir, 'ckpt.pt')} was trained on BPE boundaries "
+                         f"(prescribe='bpe'), which look ahead in the text, so it cannot generate; use --analyze=FILE")
+    compare = checkpoint['config']['bpe_encoding'] if bpe_model else compare # loaded below, as for --compare
 
     enc = load_encoding(compare) if compare else None # before sampling, so a typo fails fast
+    if bpe_model and enc is None:
+        raise SystemExit(f"sample.py: --analyze of a BPE-guided model needs the encoding '{compare}'")
     if analyze:
-        if bpe_model and enc is None:
-            raise SystemExit(f"sample.py: --analyze of a BPE-guided model needs the encoding '{compare}'")
-        data = read_bytes(analyze)
-        if not data:
+        if not (data := read_bytes(analyze)):
             raise SystemExit(f"sample.py: --analyze file {analyze} is empty")
         r = analyze_bytes(model, data, batch_size, seed, ctx, enc if bpe_model else None)
+        keys = ('loss', 'bpb', 'rate', 'bytes_per_chunk', 'ws_boundary', 'word_boundary', 'boundary_precision')
         print(f"{analyze}: {len(data)} bytes, {math.ceil(len(data) / (block_size - 1))} rows of {block_size}: "
-              f"loss {r['loss']:.4f}, bpb {r['bpb']:.4f}, rate {r['rate']:.4f}, "
-              f"bytes/chunk {r['bytes_per_chunk']:.3f}, ws_boundary {r['ws_boundary']:.4f}, "
-              f"word_boundary {r['word_boundary']:.4f}, boundary_precision {r['boundary_precision']:.4f}")
+              + ', '.join(f"{k.replace('_per_', '/')} {r[k]:.4f}" for k in keys))
         sys.exit(0)
 
     prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8')
@@ -158,23 +151,19 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     for i in range(num_samples):
         full = x[i].tolist() + y[i].tolist()
         if not (show_boundaries or compare): # --compare shows them too
-            print(decode(full))
-            print('---------------')
+            print(decode(full) + '\n---------------')
             continue
-        g = gates[i].tolist() # the gates each byte was generated with, drawn once
-        full, g = full[1:], g[1:] # BOS is a chunk of its own, not printed
-        data, pos = bytes(full), range(len(full))
-        learned = {t for t in pos if g[t]} # the learned boundaries: byte t ends a chunk
-        b = boundary_metrics(boundary_counts(torch.tensor([list(data)]), torch.tensor([g]),
-                                             torch.ones(1, len(data), dtype=torch.bool))) # over the printed bytes
+        data, g = bytes(full[1:]), gates[i, 1:].tolist() # BOS is a chunk of its own, not printed; the gates each
+        n, learned = len(data), {t for t in range(len(data)) if g[t]} # byte was generated with: t ends a chunk
+        b = boundary_metrics(boundary_counts(torch.tensor([list(data)]), torch.tensor([g]), torch.ones(1, n) > 0))
         print(render(data, g, colour))
-        print(f"--- learned: {len(pos)} bytes in {len(learned)} chunks, {len(pos) / max(len(learned), 1):.2f} "
-              f"bytes/chunk; ws_boundary {b['ws_boundary']:.3f}, word_boundary {b['word_boundary']:.3f}, "
+        print(f"--- learned: {n} bytes in {len(learned)} chunks, {n / max(len(learned), 1):.2f} bytes/chunk; "
+              f"ws_boundary {b['ws_boundary']:.3f}, word_boundary {b['word_boundary']:.3f}, "
               f"boundary_precision {b['boundary_precision']:.3f}")
         if enc:
             bpe = bpe_ends(enc, data) # BPE boundaries: a token ends at byte t
-            print(render(data, [t in bpe for t in range(len(data))], colour))
+            print(render(data, [t in bpe for t in range(n)], colour))
             p, r = precision_recall(learned, bpe)
-            print(f"--- {compare}: {len(pos)} bytes in {len(bpe)} tokens, {len(pos) / max(len(bpe), 1):.2f} "
-                  f"bytes/token; learned vs {compare}: precision {p:.3f} recall {r:.3f}")
+            print(f"--- {compare}: {n} bytes in {len(bpe)} tokens, {n / max(len(bpe), 1):.2f} bytes/token; "
+                  f"learned vs {compare}: precision {p:.3f} recall {r:.3f}")
         print('---------------')
