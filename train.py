@@ -156,11 +156,9 @@ if master_process:
     os.makedirs(out_dir, exist_ok=True)
     print(f"{rows_per_iter} rows of up to {block_size} bytes per iteration ({ddp_world_size} processes)")
 device_type = 'cuda' if 'cuda' in device else 'cpu'
-torch.backends.cuda.matmul.allow_tf32 = True
-torch.backends.cudnn.allow_tf32 = True
-ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
+torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 # mixed precision on any device: on a CPU with avx512_bf16 or AMX, bfloat16 matmuls run 4-5x faster than float32
-ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type, getattr(torch, dtype))
 
 # data: documents as bytes, cut into rows; a row is BOS + a window of up to block_size-1 consecutive bytes of one
 # document (a document of n bytes gives ceil(n/(block_size-1)) rows), the last one padded with a loss mask
@@ -228,10 +226,8 @@ def get_rows(split, rows):
     if prescribe == 'bpe':
         prescribed = torch.stack([bpe_gates(enc, x[1:m.sum()].astype(np.uint8).tobytes(), block_size)
                                   for x, m in zip(X, M)])
-    X, M = torch.from_numpy(X), torch.from_numpy(M)
-    if device_type == 'cuda': # pin arrays, which allows us to move them to GPU asynchronously (non_blocking=True)
-        return [t.pin_memory().to(device, non_blocking=True) if t is not None else None for t in (X, M, prescribed)]
-    return [t.to(device) if t is not None else None for t in (X, M, prescribed)]
+    pin = lambda t: t.pin_memory().to(device, non_blocking=True) if device_type == 'cuda' else t.to(device) # async
+    return [pin(t) if t is not None else None for t in (torch.from_numpy(X), torch.from_numpy(M), prescribed)]
 
 _perm = {} # epoch -> its shuffled row order, for the epochs still being read
 def train_rows(it, micro):
@@ -246,10 +242,6 @@ def train_rows(it, micro):
     for e in [e for e in _perm if e < epoch[0]]: # epochs behind this micro-batch are never read again
         del _perm[e]
     return np.array([_perm[e][p] for e, p in zip(epoch, pos)])
-
-def doc_bytes(split, rows):
-    """ bytes read in these rows (BOS and padding excluded) """
-    return int(row_len[split][rows].sum())
 
 def val_rows():
     """ the eval_iters*batch_size val rows, spread evenly over the whole split (all of it when it has fewer) """
@@ -266,8 +258,7 @@ ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 if init_from == 'auto': # a requeued job reruns the same command: resume if a checkpoint is there
     init_from = 'resume' if os.path.exists(ckpt_path) else 'scratch'
     if master_process:
-        print(f"init_from='auto': " + (f"resuming from {ckpt_path}" if init_from == 'resume' else
-                                       f"no {ckpt_path}, starting from scratch"))
+        print(f"init_from='auto': " + ('resuming from ' if init_from == 'resume' else 'from scratch, no ') + ckpt_path)
 if init_from == 'resume':
     if not os.path.exists(ckpt_path):
         raise SystemExit(f"train.py: init_from='resume' but there is no {ckpt_path}")
@@ -479,8 +470,9 @@ while True:
         stats += batch_stats(X, M, out['gates'], nll, nll_early)
         if learned:
             undecided += torch.stack([(((gate_probs > 0.1) & (gate_probs < 0.9)) * Mf).sum(), Mf.sum()]).detach()
-    iter_bytes = sum(doc_bytes('train', train_rows(iter_num, k)) for k in range(gradient_accumulation_steps))
-    bytes_seen += iter_bytes # all processes, counted on the host from the offsets: no sync
+    # the bytes read by all processes (BOS and padding excluded), counted on the host from the offsets: no sync
+    iter_bytes = sum(int(row_len['train'][train_rows(iter_num, k)].sum()) for k in range(gradient_accumulation_steps))
+    bytes_seen += iter_bytes
     scaler.unscale_(optimizer) # (float16 only) the true gradients, for their norm
     # clip the global norm once per optimizer step, after the gradients of all micro-steps are summed (0: no clip)
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip != 0.0 else math.inf)
@@ -509,16 +501,15 @@ while True:
         peak = peak_flops or (gpu_peak_flops(torch.cuda.get_device_name(device)) if device_type == 'cuda' else None)
         chunk_rate = out['n_chunks'].sum().item() / X.numel() # realised: the mid level's compute follows the chunks
         mfu = raw_model.estimate_mfu(bps / ddp_world_size, chunk_rate, peak) if peak else None # none on a CPU
-        mfu_str = f"mfu {mfu * 100:.2f}%, " if mfu is not None else ''
         und = dict(undecided=(undecided[0] / undecided[1].clamp(min=1)).item()) if learned else {} # near 0: collapse
-        und_str = f"undecided {und['undecided']:.3f}, " if learned else ''
         print(f"iter {iter_num}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, "
               f"ws_boundary {s['ws_boundary']:.3f}, word_boundary {s['word_boundary']:.3f}, "
-              f"boundary_precision {s['boundary_precision']:.3f}, {und_str}lr {lr:.2e}, "
-              f"pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, {mfu_str}{dt * 1000:.0f}ms")
+              f"boundary_precision {s['boundary_precision']:.3f}, "
+              + ''.join(f"undecided {v:.3f}, " for v in und.values())
+              + f"lr {lr:.2e}, pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, "
+              + (f"mfu {mfu * 100:.2f}%, " if mfu is not None else '') + f"{dt * 1000:.0f}ms")
         log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu,
-                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), **s,
-                 **und, bad_steps=bad_steps))
+                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), **s, **und, bad_steps=bad_steps))
     if bad_run >= max_bad_steps: # every rank counts alike; the weights are still the last good ones
         last = f"the last good checkpoint is {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint was written"
         raise SystemExit(f"train.py: {bad_run} non-finite steps in a row (to iteration {iter_num}, --max_bad_steps="
