@@ -401,8 +401,9 @@ class SequentialGater(nn.Module):
             associatively: composed one by one inside blocks of L positions (for all H starts at once), then by doubling
             (Hillis-Steele) across blocks; a row starts from h = 0, so each block's start follows, and one pass over the
             block with that start reads off its gates. L = 1 on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least
-            work). Memory: the gates under every history, B*T*H bools (B=8, T=4096, w=8: 4 MB), and the block maps,
-            B*(T/L)*H int64 (34 MB at L = 1, 0.5 MB at L = 64). -> a (B, w-1+T) """
+            work). Memory: the gates under every history, B*T*H bools (B=8, T=4096, w=8: 4 MB); the filter sums and
+            maps of C = min(chunk, L) positions, C*B*(T/L)*H floats and int64 (6 MB at L = 64, 50 MB at L = 1); the
+            block maps, B*(T/L)*H int64 (0.5 MB at L = 64, 34 MB at L = 1). -> a (B, w-1+T) """
         B, T, w = V.shape
         H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
         n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
@@ -413,16 +414,20 @@ class SequentialGater(nn.Module):
         Vb, thr = blocked(V), blocked(self.threshold(u))       # (L, N, w), (L, N); padded positions are never read
         thr[0, ::n] = -math.inf                                # a_0 = 1, the forced first gate of each row
         g = torch.empty(L, N, H, dtype=torch.bool, device=V.device) # the gate at each position under each history
-        z = V.new_empty(chunk, N, H)                           # the filter sum under each history, `chunk` positions
-        s = torch.arange(H, device=V.device).expand(N, H)      # each block's history so far, from each start h
-        for j0 in range(0, L, chunk):                          # in chunks, so that z stays in cache
-            zc, Vc = z[:min(chunk, L - j0)], Vb[j0:j0 + chunk]
+        C = min(chunk, L)
+        z = V.new_empty(C, N, H)                               # the filter sum under each history, C positions
+        M = torch.empty(C, N, H, dtype=torch.long, device=V.device) # the maps M_j of those positions
+        h = torch.arange(H, device=V.device)
+        s = h.expand(N, H)                                     # each block's history so far, from each start h
+        for j0 in range(0, L, C):                              # in chunks, so that z and M stay in cache
+            zc, Vc, Mc = z[:min(C, L - j0)], Vb[j0:j0 + C], M[:min(C, L - j0)]
             zc[..., 0] = Vc[..., -1]
             for i in range(w - 1):
-                zc[..., 2 ** i:2 ** (i + 1)] = zc[..., :2 ** i] + Vc[..., i, None] # bit i set adds V_i, as filter_sum
-            torch.lt(thr[j0:j0 + chunk, :, None], zc, out=g[j0:j0 + chunk])
-            for j in range(j0, j0 + len(zc)):                  # s <- M_j o s
-                s = (s >> 1).add_(g[j].gather(1, s), alpha=top)
+                torch.add(zc[..., :2 ** i], Vc[..., i, None], out=zc[..., 2 ** i:2 ** (i + 1)]) # bit i adds V_i
+            torch.lt(thr[j0:j0 + C, :, None], zc, out=g[j0:j0 + C])
+            torch.where(g[j0:j0 + C], h // 2 + top, h // 2, out=Mc) # M_j(h) = h // 2 + a_j(h) * H/2, as tables
+            for Mj in Mc:                                      # s <- M_j o s
+                s = Mj.gather(1, s)
         maps, d = s.view(B, n, H), 1                           # each block's map
         while d < n:                                           # maps[k] <- maps[k] o maps[k-d]: now blocks (k-2d, k]
             maps = torch.cat([maps[:, :d], maps[:, d:].gather(2, maps[:, :-d])], dim=1)
