@@ -423,7 +423,8 @@ class SequentialGater(nn.Module):
             zc, Vc, Mc = z[:min(C, L - j0)], Vb[j0:j0 + C], M[:min(C, L - j0)]
             zc[..., 0] = Vc[..., -1]
             for i in range(w - 1):
-                torch.add(zc[..., :2 ** i], Vc[..., i, None], out=zc[..., 2 ** i:2 ** (i + 1)]) # bit i adds V_i
+                torch.add(zc[..., :2 ** i], Vc[..., i, None], out=zc[..., 2 ** i:2 ** (i + 1)]) # bit i: + V_i,
+                                                               # in filter_sum's order: the same bits
             torch.lt(thr[j0:j0 + C, :, None], zc, out=g[j0:j0 + C])
             torch.where(g[j0:j0 + C], h // 2 + top, h // 2, out=Mc) # M_j(h) = h // 2 + a_j(h) * H/2, as tables
             for Mj in Mc:                                      # s <- M_j o s
