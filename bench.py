@@ -45,7 +45,7 @@ threads = 0 # torch threads; 0: torch's default (on a shared machine 1 keeps the
 table = '' # 'cpu' or 'gpu': the tables below instead of the per-method one
 base = '' # table=cpu: a checkout whose model.py is the 'before' of the training step (e.g. a clone of feab0e2)
 profile = False # table=cpu: also print a torch.profiler table of one step, before and after
-parts = 'sampler,forward,step' # table=cpu: which of its three tables
+parts = 'sampler,forward,step' # table=cpu: which of its tables (and 'gemm': float32 and bfloat16 matmul rates)
 step_compile = True # table=cpu: the step table also times the 'after' model under torch.compile (~3 min to compile)
 step_bf16 = True # table=cpu: ... and under bfloat16 autocast (train.py --dtype=bfloat16), compiled if step_compile
 step_size = '18m' # table=cpu: the step table's model, a PRESETS name or 'tiny'
@@ -144,8 +144,9 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
         t_par.append(timed(lambda: g.sample(V, u)))
         t_loop.append(timed(lambda: g.scan(V, u)))
     if 'sampler' in parts:
+        up = median([a / b for a, b in zip(t_loop, t_par)]) # per round, as the step table: both timed back to back
         print(f"\n| sampler, B=8 T=4096 w=8 | s |\n|---|---|\n| loop (scan) | {median(t_loop):.3f} |\n"
-              f"| parallel (sample) | {median(t_par):.4f} |\n| speed-up | {median(t_loop) / median(t_par):.1f}x |")
+              f"| parallel (sample) | {median(t_par):.4f} |\n| speed-up | {up:.1f}x |")
     if 'forward' in parts:
         print("\n| forward, B=8 T=4096, train mode | uniform s | sequential s | sequential / uniform |"
               "\n|---|---|---|---|")
@@ -156,8 +157,23 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
             for _ in range(reps + 1): # the first round warms up
                 for m, net in models.items():
                     t[m].append(timed(lambda: net(X)))
-            tu, ts = median(t['random'][1:]), median(t['sequential'][1:])
-            print(f"| {label} | {tu:.3f} | {ts:.3f} | {ts / tu:.3f} |")
+            ratio = median([b / a for a, b in zip(t['random'][1:], t['sequential'][1:])]) # per round
+            print(f"| {label} | {median(t['random'][1:]):.3f} | {median(t['sequential'][1:]):.3f} | {ratio:.3f} |")
+    if 'gemm' in parts: # the byte layers' widest product, (4096 x 384) by (384 x 1152), each library alternated
+        a, b = torch.randn(4096, 384), torch.randn(1152, 384)
+        ah, bh = a.bfloat16(), b.bfloat16()
+        ways = {'float32, F.linear (MKL)': lambda: F.linear(a, b),
+                'bfloat16, F.linear (oneDNN)': lambda: F.linear(ah, bh)}
+        if torch.backends.mkldnn.is_available(): # PyTorch's float32 path does not use it: for comparison
+            am, bm = a.to_mkldnn(), b.to_mkldnn()
+            ways['float32, oneDNN (mkldnn_linear)'] = lambda: torch._C._nn.mkldnn_linear(am, bm, None)
+        t = {k: [] for k in ways}
+        for _ in range(reps + 1): # the first round warms up
+            for k, fn in ways.items():
+                t[k].append(median([timed(fn) for _ in range(5)]))
+        print("\n| (4096 x 384) @ (384 x 1152) | GFLOP/s |\n|---|---|")
+        for k in ways:
+            print(f"| {k} | {2 * 4096 * 384 * 1152 / median(t[k][1:]) / 1e9:.0f} |")
     if base and 'step' in parts:
         spec = importlib.util.spec_from_file_location('model_base', os.path.join(base, 'model.py'))
         base_py = importlib.util.module_from_spec(spec)

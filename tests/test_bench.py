@@ -123,3 +123,16 @@ def test_paper_run_makes_its_data_from_local_python_files_and_reports_both_metho
         assert [v['iter'] for v in r['val']] == [0, 1, 2] and r['val'][-1]['bytes'] > 0
     lines = [l for l in res.stdout.splitlines() if l.startswith('| ') and ('| random |' in l or '| sequential |' in l)]
     assert len(lines) == 6 # 3 evals x 2 methods
+
+
+def test_cpu_sampler_and_gemm_tables():
+    """ --parts=sampler,gemm: the loop and the parallel sampler timed in alternation, the speed-up the median of the
+        rounds' ratios (one round here: the ratio of the two times); a rate for each matmul library """
+    cmd = [sys.executable, 'bench.py', '--table=cpu', '--parts=sampler,gemm', '--reps=1', '--threads=1']
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    rows = dict(l.strip('| ').split(' | ') for l in res.stdout.splitlines() if l.startswith('| ') and '---' not in l)
+    loop, par, up = float(rows['loop (scan)']), float(rows['parallel (sample)']), float(rows['speed-up'][:-1])
+    assert loop > 0 and par > 0 and abs(up - loop / par) < 0.05 * up + 0.1 # 3 and 4 digits printed
+    for k in ('float32, F.linear (MKL)', 'float32, oneDNN (mkldnn_linear)', 'bfloat16, F.linear (oneDNN)'):
+        assert float(rows[k]) > 0
