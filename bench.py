@@ -22,6 +22,7 @@ import importlib.util
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import flex_attention, create_block_mask
 
 import model as model_py
 from model import UNetConfig, ByteUNet, BOS, PRESETS, gpu_peak_flops
@@ -55,6 +56,7 @@ compiles = 'False,True' # table=gpu: torch.compile off, on
 dtype = 'bfloat16' # table=gpu: autocast dtype ('float32' for none)
 gpu_batch = 4 # table=gpu: rows per step
 gpu_block = 4096 # table=gpu: bytes per row
+attns = 'model' # table=gpu: the steps' attention, 'model' (model.attention) and/or 'flex' (the candidate below; CUDA)
 generate = False # True: model.generate against the method before its KV cache, alternated, one thread on a CPU
 gen_bytes = 2048 # bytes generated from a 16-byte prompt, untrained weights, at the width above and at 18m
 gen_method = 'sequential'
@@ -118,6 +120,21 @@ def train_step(M, model, opt, X, ctx):
     opt.step()
     opt.zero_grad(set_to_none=True)
     return out
+
+
+FLEX = torch.compile(flex_attention) # FlexAttention is one fused kernel only when compiled
+
+
+def flex_attention_candidate(q, k, v, window, softcap):
+    """ model.attention as one FlexAttention kernel, the candidate for CUDA without flash-attn (it moves into model.py
+        if it beats model.attention there): causal, the last `window` keys if window, scores c*tanh(s/c); q, k, v
+        (B, T, H, d). A CPU runs it forward only (FlexAttention has no CPU backward in torch 2.13) """
+    T = q.size(1)
+    allowed = (lambda b, h, i, j: (j <= i) & (i - j < window)) if window else (lambda b, h, i, j: j <= i)
+    mask = create_block_mask(allowed, None, None, T, T, device=q.device)
+    cap = (lambda s, b, h, i, j: softcap * torch.tanh(s / softcap)) if softcap else None
+    q, k, v = (t.transpose(1, 2).contiguous() for t in (q, k, v)) # (B, H, T, d); without contiguous(), inductor's
+    return FLEX(q, k, v, score_mod=cap, block_mask=mask).transpose(1, 2) # CPU kernel misread a fused RoPE's output
 
 
 def build(M, method, T, **dims):
@@ -212,18 +229,53 @@ if table == 'cpu': # each pair alternated in one run, so a shared machine slows 
                     print(prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=12))
     sys.exit(0)
 
-if table == 'gpu': # the prepared GPU measurement: one line per size x method x compile
+if table == 'gpu': # the prepared GPU measurement: attention alone, then one line per size x method x compile x attns
     on_cuda = device.startswith('cuda')
     peak = gpu_peak_flops(torch.cuda.get_device_name(device)) if on_cuda else None
     ctx = torch.autocast(device.split(':')[0], dtype=getattr(torch, dtype)) if dtype != 'float32' \
         else contextlib.nullcontext()
     print(f"$ {command}\n{torch.cuda.get_device_name(device) if on_cuda else device}, {gpu_batch} x {gpu_block} "
           f"bytes, {dtype}, peak {peak or 0:.3g} FLOP/s, median of {steps} steps after 5 (compile: 10) warmup")
-    print("| size | method | compile | ms/step | bytes/s | MFU | sampler share |\n|---|---|---|---|---|---|---|")
+    reference_attention = model_py.attention
+    if 'flex' in attns.split(',') and not on_cuda:
+        raise SystemExit("bench.py: --attns=flex needs CUDA: FlexAttention has no backward on a CPU")
+    # one attention call each way, forward and backward (forward only on a CPU), against model.attention in float32
+    last = sizes.split(',')[-1]
+    H = (tiny_dims if last == 'tiny' else PRESETS[last])['n_head']
+    print(f"| attention, {gpu_batch} rows, {H} heads of 64 | impl | ms | output rel. error | grad rel. error |"
+          "\n|---|---|---|---|---|")
+    for label, T, window in ((f'byte layer, {gpu_block} bytes, window 64', gpu_block, 64),
+                             (f'mid layer, {gpu_block // 5} chunks, causal', gpu_block // 5, 0)):
+        qkv = [torch.randn(gpu_batch, T, H, 64, device=device) for _ in range(3)]
+        dy = torch.randn_like(qkv[0])
+        def attend(fn, x): # -> the output and, on CUDA, the gradients of q, k, v
+            y = fn(*x, window, 50.0)
+            return [y, *torch.autograd.grad(y, x, dy.to(y.dtype))] if on_cuda else [y]
+        ref = attend(reference_attention, [t.requires_grad_(on_cuda) for t in qkv])
+        for name, fn in (('model', reference_attention), ('flex', flex_attention_candidate)):
+            x = [t.detach().to(getattr(torch, dtype)).requires_grad_(on_cuda) for t in qkv]
+            out = attend(fn, x)
+            ms = median([timed(lambda: attend(fn, x)) for _ in range(5 + steps)][5:]) * 1000 # 5 warmup (compiling)
+            e = [((a.float() - b).norm() / b.norm()).item() for a, b in zip(out, ref)]
+            print(f"| {label} | {name} | {ms:.2f}{'' if on_cuda else ' (forward)'} | {e[0]:.1e} | "
+                  f"{f'{max(e[1:]):.1e}' if on_cuda else '-'} |", flush=True)
+    # the candidate inside a compiled model, where inductor fuses the ops before it into its inputs: float32 logits
+    torch.manual_seed(seed)
+    net = build(model_py, 'sequential', 512, **tiny_dims).eval()
+    X, g = rows(gpu_batch, 512), (torch.rand(gpu_batch, 512, device=device) < 0.2).float()
+    with torch.no_grad():
+        ref = net(X, gates=g)['logits']
+        model_py.attention = flex_attention_candidate
+        diff = (torch.compile(net)(X, gates=g)['logits'] - ref).abs().max().item()
+    model_py.attention = reference_attention
+    print(f"tiny model, {gpu_batch} x 512 bytes, compiled with flex: max |logits - model.attention's| {diff:.1e}")
+    print("| size | method | compile | attention | ms/step | bytes/s | MFU | sampler share |"
+          "\n|---|---|---|---|---|---|---|---|")
     for size in sizes.split(','):
         dims = tiny_dims if size == 'tiny' else PRESETS[size]
         for method in ('sequential', 'random'):
-            for comp in (c == 'True' for c in compiles.split(',')):
+            for comp, attn in ((c == 'True', a) for c in compiles.split(',') for a in attns.split(',')):
+                model_py.attention = flex_attention_candidate if attn == 'flex' else reference_attention
                 net = build(model_py, method, gpu_block, **dims)
                 opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=on_cuda)
                 run = torch.compile(net) if comp else net
@@ -240,8 +292,9 @@ if table == 'gpu': # the prepared GPU measurement: one line per size x method x 
                     V = torch.randn(gpu_batch, gpu_block, net.config.filter_size, device=device)
                     u = torch.rand(gpu_batch, gpu_block, device=device)
                     share = f"{median([timed(lambda: net.gater.sample(V, u)) for _ in range(5)]) / dt * 100:.1f}%"
-                print(f"| {size} | {method} | {comp} | {dt * 1000:.1f} | {X.numel() / dt:,.0f} | {mfu} | {share} |",
-                      flush=True)
+                print(f"| {size} | {method} | {comp} | {attn} | {dt * 1000:.1f} | {X.numel() / dt:,.0f} | {mfu} | "
+                      f"{share} |", flush=True)
+    model_py.attention = reference_attention
     sys.exit(0)
 
 

@@ -1,9 +1,9 @@
 """
 bench.py's prepared GPU measurement (--table=gpu), its CPU step table, its generation table and its seeded comparison,
-run as a user runs them but on the CPU at a tiny size. The GPU table has one row per method with a step time, bytes/s
-and, for `sequential`, the sampler's share of the step; the step table a time and speed-up per precision; the
-generation table one row per width; the comparison a row per method with the mean and spread over 3 seeds, in its JSON
-table too, and a plot.
+run as a user runs them but on the CPU at a tiny size. The GPU table has a row per attention implementation (the
+model's and the FlexAttention candidate) and then one per method with a step time, bytes/s and, for `sequential`, the
+sampler's share of the step; the step table a time and speed-up per precision; the generation table one row per width;
+the comparison a row per method with the mean and spread over 3 seeds, in its JSON table too, and a plot.
 Run: python -m pytest -q tests/test_bench.py
 """
 import ast
@@ -19,17 +19,36 @@ from conftest import ROOT
 
 
 def test_gpu_table_runs_on_a_cpu_at_a_small_size():
-    cmd = [sys.executable, 'bench.py', '--table=gpu', '--sizes=tiny', '--gpu_block=64', '--gpu_batch=2', '--steps=1',
+    """ the attention rows first: model.attention and the FlexAttention candidate, forward only on a CPU, the candidate
+        equal to model.attention in float32 (rows of 200 bytes: the window of 64 bites), alone and inside a compiled
+        model; then a step row per method """
+    cmd = [sys.executable, 'bench.py', '--table=gpu', '--sizes=tiny', '--gpu_block=200', '--gpu_batch=2', '--steps=1',
            '--dtype=float32', '--compiles=False']
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env={**os.environ, 'OMP_NUM_THREADS': '1'})
     assert res.returncode == 0, res.stderr
+    attn = [l.strip('| ').split(' | ') for l in res.stdout.splitlines()
+            if l.startswith(('| byte layer', '| mid layer'))]
+    assert [(a[0].split(',')[0], a[1]) for a in attn] == [('byte layer', 'model'), ('byte layer', 'flex'),
+                                                         ('mid layer', 'model'), ('mid layer', 'flex')]
+    for label, impl, ms, err, gerr in attn:
+        assert ms.endswith(' (forward)') and float(ms.split()[0]) > 0 and gerr == '-' # no FlexAttention backward
+        assert float(err) < 1e-5 # float32 both ways: rounding only (the reference against itself: 0)
+    compiled = [l for l in res.stdout.splitlines() if 'compiled with flex' in l]
+    assert len(compiled) == 1 and float(compiled[0].split()[-1]) < 1e-4 # inside a compiled model too (it was 12)
     lines = [l for l in res.stdout.splitlines() if l.startswith('| tiny |')]
-    assert [l.split(' | ')[1:3] for l in lines] == [['sequential', 'False'], ['random', 'False']]
+    assert [l.split(' | ')[1:4] for l in lines] == [['sequential', 'False', 'model'], ['random', 'False', 'model']]
     for l in lines:
-        ms, bps, mfu, share = l.strip('| ').split(' | ')[3:]
+        ms, bps, mfu, share = l.strip('| ').split(' | ')[4:]
         assert float(ms) > 0 and float(bps.replace(',', '')) > 0 and mfu == '-'  # no MFU without a GPU's peak
     assert lines[0].endswith('% |') and lines[1].endswith('- |')  # the sampler's share: sequential only
+
+
+def test_gpu_table_refuses_flex_steps_on_a_cpu():
+    res = subprocess.run([sys.executable, 'bench.py', '--table=gpu', '--attns=model,flex'], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1 and res.stderr.strip().splitlines()[-1] == \
+        "bench.py: --attns=flex needs CUDA: FlexAttention has no backward on a CPU"
 
 
 def test_cpu_step_table_runs_at_a_small_size():
