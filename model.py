@@ -414,19 +414,18 @@ class SequentialGater(nn.Module):
         Vb, thr = blocked(V), blocked(self.threshold(u))       # (L, N, w), (L, N); padded positions are never read
         thr[0, ::n] = -math.inf                                # a_0 = 1, the forced first gate of each row
         g = torch.empty(L, N, H, dtype=torch.bool, device=V.device) # the gate at each position under each history
-        C = min(chunk, L)
-        z = V.new_empty(C, N, H)                               # the filter sum under each history, C positions
-        M = torch.empty(C, N, H, dtype=torch.long, device=V.device) # the maps M_j of those positions
+        C = min(chunk, L)                                      # positions at a time: their z and M stay in cache
+        z = V.new_empty(C, N, H)                               # the filter sum under each history
+        M = torch.empty(C, N, H, dtype=torch.long, device=V.device) # the maps M_j, as tables
         h = torch.arange(H, device=V.device)
         s = h.expand(N, H)                                     # each block's history so far, from each start h
-        for j0 in range(0, L, C):                              # in chunks, so that z and M stay in cache
-            zc, Vc, Mc = z[:min(C, L - j0)], Vb[j0:j0 + C], M[:min(C, L - j0)]
+        for j0 in range(0, L, C):
+            zc, Vc, Mc = z[:L - j0], Vb[j0:j0 + C], M[:L - j0]
             zc[..., 0] = Vc[..., -1]
-            for i in range(w - 1):
-                torch.add(zc[..., :2 ** i], Vc[..., i, None], out=zc[..., 2 ** i:2 ** (i + 1)]) # bit i: + V_i,
-                                                               # in filter_sum's order: the same bits
+            for i in range(w - 1): # bit i set adds V_i
+                torch.add(zc[..., :2 ** i], Vc[..., i, None], out=zc[..., 2 ** i:2 ** (i + 1)]) # as filter_sum
             torch.lt(thr[j0:j0 + C, :, None], zc, out=g[j0:j0 + C])
-            torch.where(g[j0:j0 + C], h // 2 + top, h // 2, out=Mc) # M_j(h) = h // 2 + a_j(h) * H/2, as tables
+            torch.where(g[j0:j0 + C], h // 2 + top, h // 2, out=Mc) # M_j(h) = h // 2 + a_j(h) * H/2
             for Mj in Mc:                                      # s <- M_j o s
                 s = Mj.gather(1, s)
         maps, d = s.view(B, n, H), 1                           # each block's map
