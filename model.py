@@ -415,8 +415,7 @@ class SequentialGater(nn.Module):
         thr[0, ::n] = -math.inf                                # a_0 = 1, the forced first gate of each row
         g = torch.empty(L, N, H, dtype=torch.bool, device=V.device) # the gate at each position under each history
         C = min(chunk, L)                                      # positions at a time: their z and M stay in cache
-        z = V.new_empty(C, N, H)                               # the filter sum under each history
-        M = torch.empty(C, N, H, dtype=torch.long, device=V.device) # the maps M_j, as tables
+        z, M = V.new_empty(C, N, H), V.new_empty(C, N, H, dtype=torch.long) # filter sums, maps M_j as tables
         h = torch.arange(H, device=V.device)
         s = h.expand(N, H)                                     # each block's history so far, from each start h
         for j0 in range(0, L, C):
@@ -435,9 +434,8 @@ class SequentialGater(nn.Module):
         s = F.pad(maps[:, :-1, 0], (1, 0)).view(N, 1)          # the history before each block
         a = V.new_empty(L, N)
         for j in range(L):                                     # each block once more, from its start
-            bit = g[j].gather(1, s)
-            a[j] = bit[:, 0]
-            s = (s >> 1).add_(bit, alpha=top)
+            bit = g[j].gather(1, s)                            # (N, 1): the gate under that history
+            a[j], s = bit[:, 0], (s >> 1).add_(bit, alpha=top)
         a = a.view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
         return torch.cat([V.new_zeros(B, w - 1), a], dim=1)    # laid out as the scan's
 
