@@ -113,9 +113,18 @@ def apply_rope(q, cos, sin):
     return q * cos + torch.cat([-q2, q1], dim=-1) * sin
 
 
+def attention_weights(q, k, softcap, mask):
+    """ softmax over the keys of the scores c*tanh(q.k / (sqrt(d) c)) (q.k / sqrt(d) if softcap is 0) + mask (0 where a
+        key may be seen, -inf where not); q (..., Tq, d), k (..., Tk, d). The scale goes on q, and c with the mask in
+        one add: three passes over the (Tq, Tk) scores before the softmax, not five """
+    s = (q / (math.sqrt(q.size(-1)) * (softcap or 1))) @ k.transpose(-2, -1)
+    s = torch.tanh(s) if softcap else s
+    return F.softmax(torch.add(mask, s.float(), alpha=softcap or 1), dim=-1)
+
+
 def attention(q, k, v, window, softcap):
     """ causal attention of q, k, v (B, T, H, d); each query sees at most `window` keys (itself included) if window """
-    B, T, H, d = q.shape
+    T = q.size(1)
     if flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
         left = window - 1 if window else -1 # flash-attn counts keys to the left of the query
         return flash_attn_func(q, k, v, causal=True, window_size=(left, 0), softcap=softcap)
@@ -123,9 +132,8 @@ def attention(q, k, v, window, softcap):
         return local_attention(q, k, v, window, softcap)
     q, k, v = (t.transpose(1, 2) for t in (q, k, v)) # (B, H, T, d)
     if softcap: # SDPA has no softcap, so write the scores out: (T, T) per head, fine for the mid layers' chunks
-        s = softcap * torch.tanh((q @ k.transpose(-2, -1)) / (math.sqrt(d) * softcap))
-        causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-        y = F.softmax(s.float().masked_fill(~causal, float('-inf')), dim=-1).type_as(v) @ v
+        future = torch.full((T, T), float('-inf'), device=q.device).triu(1) # the keys after each query
+        y = attention_weights(q, k, softcap, future).type_as(v) @ v
     else:
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     return y.transpose(1, 2)
@@ -149,11 +157,9 @@ class KVCache:
             self.k, self.v, self.mask = (t[:, max(0, t.size(1) - self.window + 1):] for t in (self.k, self.v, self.mask))
         self.k, self.v = torch.cat([self.k, k], 1), torch.cat([self.v, v], 1)
         self.mask = F.pad(self.mask, (0, 1), value=True)
-        s = (q.transpose(1, 2) @ self.k.permute(0, 2, 3, 1)) / math.sqrt(q.size(-1)) # (B, H, 1, L)
-        if softcap:
-            s = softcap * torch.tanh(s / softcap)
-        s = s.float().masked_fill(~self.mask[:, None, None], float('-inf'))
-        return (F.softmax(s, dim=-1).type_as(v) @ self.v.transpose(1, 2)).transpose(1, 2)
+        mask = torch.zeros(self.mask.shape, device=q.device).masked_fill(~self.mask, float('-inf'))[:, None, None]
+        p = attention_weights(q.transpose(1, 2), self.k.transpose(1, 2), softcap, mask) # (B, H, 1, L)
+        return (p.type_as(v) @ self.v.transpose(1, 2)).transpose(1, 2)
 
 
 class CausalSelfAttention(nn.Module):
@@ -935,13 +941,11 @@ def local_attention(q, k, v, w, softcap):
     n = -(-T // w) # blocks, the last one right-padded (padded keys lie in the future of every real query)
     q, k, v = (F.pad(t.transpose(1, 2), (0, 0, 0, n * w - T)).view(B, H, n, w, d) for t in (q, k, v))
     k, v = (torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1], t], dim=3) for t in (k, v)) # (B, H, n, 2w, d)
-    s = (q @ k.transpose(-2, -1)) / math.sqrt(d) # (B, H, n, w, 2w)
-    if softcap:
-        s = softcap * torch.tanh(s / softcap)
     i, j, b = (torch.arange(m, device=q.device) for m in (w, 2 * w, n))
     i = i[:, None] + w # the queries sit in the second half of their 2w keys
     allowed = (j <= i) & (j > i - w) & ((b[:, None, None] > 0) | (j >= w)) # (n, w, 2w)
-    y = F.softmax(s.float().masked_fill(~allowed, float('-inf')), dim=-1).type_as(v) @ v # (B, H, n, w, d)
+    mask = torch.zeros(allowed.shape, device=q.device).masked_fill(~allowed, float('-inf'))
+    y = attention_weights(q, k, softcap, mask).type_as(v) @ v # (B, H, n, w, d)
     return y.reshape(B, H, n * w, d)[:, :, :T].transpose(1, 2)
 
 
