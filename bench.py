@@ -151,7 +151,8 @@ def rows(B, T):
 
 tiny_dims = dict(n_embd=n_embd, n_head=n_head, n_down=n_down, n_mid=n_mid, n_up=n_up)
 if table == 'cpu': # each pair alternated in one run, so a shared machine slows both alike
-    print(f"$ {command}\n{device}, {torch.get_num_threads()} threads, medians of {reps} alternated runs")
+    print(f"$ {command}\n{device}, {torch.get_num_threads()} threads, medians of {reps} alternated runs, malloc: "
+          f"{os.environ.get('LD_PRELOAD') or 'the C library (see the README on tcmalloc)'}")
     g = model_py.SequentialGater(UNetConfig(n_embd=64, filter_size=8)).train()
     u = torch.rand(8, 4096)
     with torch.no_grad():
