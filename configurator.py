@@ -1,30 +1,48 @@
 # Poor Man's Configurator, after nanoGPT's: python train.py config/override_file.py --batch_size=32
 # Not a module: a script defines its defaults as globals, then runs exec(open('configurator.py').read()), and this
 # overrides them in place, walking sys.argv[1:] left to right, the last one winning:
-# - an argument without a leading '--' is a config file, plain Python exec'd into the same globals;
+# - an argument without a leading '--' is a config file, plain Python exec'd into the same globals; its path is tried
+#   as given, then relative to the script's folder (a config file that execs another does so relative to the script:
+#   exec(open(os.path.join(os.path.dirname(__file__), 'config/size_73m.py')).read()), as __file__ is the script's);
 # - --key=value: key must already be a global; the value goes through ast.literal_eval (else stays a string) and
 #   must have the default's type (an int is accepted for a float, anything for a None); a bare --flag is a bool's True.
-# A mistake exits with one line naming the argument (SystemExit: no traceback, once per rank under torchrun).
+# _overrides holds every name the command line or a config file set (so train.py can tell them from defaults).
+# A mistake exits with one line naming the argument (SystemExit: no traceback). Under torchrun only rank 0 prints.
 # (A comment, not a docstring: exec'd as a docstring it would replace the script's own __doc__, which --help prints.)
+import os
 import sys
 from ast import literal_eval
+from difflib import get_close_matches
 
 # every name set here starts with '_', so it can neither clobber nor pose as one of the caller's config keys
 _defaults = dict(globals())  # types are checked against the script's defaults, so a None default stays open
 _is_key = lambda k, v: not k.startswith('_') and (v is None or type(v) in (int, float, bool, str))
+_here = os.path.dirname(os.path.abspath(globals().get('__file__', 'configurator.py')))  # the script's folder
+_talk = os.environ.get('RANK', '0') == '0'  # torchrun starts every rank with the same argv: rank 0 speaks for all
+_overrides = {}
+
+class _Noted(dict):  # a config file's namespace: notes each name it sets, in files it execs too
+    def __setitem__(self, k, v):
+        _overrides[k] = v
+        super().__setitem__(k, v)
+
 for _i, _arg in enumerate(sys.argv[1:], 1):
     if _arg in ('-h', '--help'):
         print((_defaults.get('__doc__') or '').strip() + '\n\nconfig keys (--key=value), with the values so far:')
         print('\n'.join(f'  --{k}={globals()[k]!r}' for k, v in _defaults.items() if _is_key(k, v)))
         raise SystemExit(0)
-    if not _arg.startswith('--'): # a config file
+    if not _arg.startswith('--'): # a config file, as given or next to the script
+        _path = _arg if os.path.exists(_arg) or os.path.isabs(_arg) else os.path.join(_here, _arg)
         try:
-            _src = open(_arg).read()
+            _src = open(_path).read()
         except OSError as _e:
             raise SystemExit(f"configurator: cannot read config file '{_arg}' ({_e.strerror})") from None
-        print(f"Overriding config with {_arg}:")
-        print(_src)
-        exec(_src, globals())
+        if _talk:
+            print(f"Overriding config with {_arg}:")
+            print(_src)
+        _ns = _Noted(globals())
+        exec(_src, _ns)
+        globals().update(_ns)
         _typos = [k for k, v in globals().items() if k not in _defaults and not k.startswith('_')
                   and not callable(v) and not isinstance(v, type(sys))]
         if _typos:  # a misspelled key in a config file would otherwise be silently ignored
@@ -33,7 +51,9 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
     _key, _eq, _val = _arg[2:].partition('=')  # split at the first '=' only: --start=a=b gives 'a=b'
     _keys = sorted(k for k, v in globals().items() if _is_key(k, v))  # scalars: no modules, functions or lists
     if _key not in _keys:
-        raise SystemExit(f"configurator: unknown config key '{_key}' (from {_arg}); valid keys: {', '.join(_keys)}")
+        _near = get_close_matches(_key, _keys, n=3)
+        _hint = f"did you mean {' or '.join('--' + k for k in _near)}?" if _near else "--help lists the keys"
+        raise SystemExit(f"configurator: unknown config key '{_key}' (from {_arg}); {_hint}")
     _old = _defaults.get(_key, globals()[_key])  # (or a config file's value, for a key the script lacks)
     if not _eq: # a bare --flag: True for a bool key; for anything else, say how to pass the value
         if type(_old) is not bool:
@@ -53,5 +73,6 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
     if _old is not None and type(_new) is not type(_old):  # a None default takes any type
         raise SystemExit(f"configurator: {_arg}: {_key} expects {type(_old).__name__} (default {_old!r}), "
                          f"got {type(_new).__name__} {_new!r}")
-    print(f"Overriding: {_key} = {_new}")
-    globals()[_key] = _new
+    if _talk:
+        print(f"Overriding: {_key} = {_new}")
+    globals()[_key] = _overrides[_key] = _new

@@ -46,10 +46,14 @@ def test_missing_config_file_names_it(monkeypatch):
     assert 'config/nope.py' in exits_with(monkeypatch, ['config/nope.py'], batch_size=12)
 
 
-def test_unknown_key_names_it_and_lists_only_config_keys(monkeypatch):
+def test_unknown_key_names_it_and_up_to_three_close_config_keys(monkeypatch):
     msg = exits_with(monkeypatch, ['--bach_size=4'], batch_size=12, lr=1e-3, os=os, _private=1, f=len)
-    assert "'bach_size'" in msg and msg.endswith('valid keys: batch_size, lr')
-    assert 'os' in exits_with(monkeypatch, ['--os=1'], os=os)  # modules, functions, _names are not keys
+    assert "'bach_size'" in msg and msg.endswith('did you mean --batch_size?')
+    keys = {f'batch_size{i}': 1 for i in range(5)}
+    assert exits_with(monkeypatch, ['--batch_size=4'], **keys).split('did you mean')[1].count('--') == 3  # not 5
+    assert 'lr' not in msg  # the close ones only, not a list of every key
+    msg = exits_with(monkeypatch, ['--os=1'], os=os, batch_size=12)  # modules, functions, _names are not keys
+    assert "unknown config key 'os'" in msg and msg.endswith('--help lists the keys')
 
 
 @pytest.mark.parametrize('arg, defaults', [('--batch_size=abc', {'batch_size': 12}),
@@ -101,7 +105,7 @@ def test_error_is_one_line_without_traceback():
     r = subprocess.run([sys.executable, '-c', code, '--bach_size=4'], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 1 and 'Traceback' not in r.stderr
     assert r.stderr.strip().splitlines() == ["configurator: unknown config key 'bach_size' (from --bach_size=4); "
-                                             "valid keys: batch_size"]
+                                             "did you mean --batch_size?"]
 
 
 def test_config_file_with_unknown_key_names_it(monkeypatch, tmp_path):
@@ -126,3 +130,43 @@ def test_help_prints_the_scripts_docstring_and_the_current_values(monkeypatch, t
     assert out.strip().startswith('Train the thing.') and 'a config docstring' not in out
     assert "--out_dir='out-cfg'" in out and '--seed=1' in out  # the value after the config file, not the default
     assert '--helpers' not in out and '--run' not in out  # lists and functions are not config keys
+
+
+def test_overrides_holds_what_the_command_line_and_config_files_set(monkeypatch, tmp_path):
+    """ _overrides: the names set by a flag or by a config file (also one it execs, and to the default's value), so
+        train.py can refuse a resume whose flags contradict the checkpoint; defaults left alone are not in it """
+    (tmp_path / 'config').mkdir()
+    (tmp_path / 'config' / 'part.py').write_text("n_embd = 64\n")  # the default's value: still set by the file
+    (tmp_path / 'config' / 'whole.py').write_text(
+        "exec(open(os.path.join(os.path.dirname(__file__), 'config', 'part.py')).read())\nrate = 0.3\n")
+    monkeypatch.chdir(tmp_path)
+    ns = run_configurator(monkeypatch, ['config/whole.py', '--lr=0.5'], n_embd=64, rate=0.2, lr=1e-3, seed=1,
+                          __file__=str(tmp_path / 'train.py'))
+    assert {k: ns['_overrides'][k] for k in ('n_embd', 'rate', 'lr')} == dict(n_embd=64, rate=0.3, lr=0.5)
+    assert 'seed' not in ns['_overrides'] and (ns['n_embd'], ns['rate'], ns['lr']) == (64, 0.3, 0.5)
+
+
+def test_a_config_file_is_found_next_to_the_script_from_any_directory(monkeypatch, tmp_path):
+    (tmp_path / 'repo' / 'config').mkdir(parents=True)
+    (tmp_path / 'repo' / 'config' / 'base.py').write_text("batch_size = 3\n")
+    (tmp_path / 'repo' / 'config' / 'x.py').write_text(
+        "exec(open(os.path.join(os.path.dirname(__file__), 'config', 'base.py')).read())\nlr = 0.5\n")
+    monkeypatch.chdir(tmp_path)  # not the script's folder
+    ns = run_configurator(monkeypatch, ['config/x.py'], batch_size=12, lr=1e-3,
+                          __file__=str(tmp_path / 'repo' / 'train.py'))
+    assert (ns['batch_size'], ns['lr']) == (3, 0.5)
+    assert 'config/nope.py' in exits_with(monkeypatch, ['config/nope.py'], batch_size=12,
+                                          __file__=str(tmp_path / 'repo' / 'train.py'))
+
+
+def test_only_rank_0_prints_the_configuration(monkeypatch, tmp_path, capsys):
+    """ torchrun starts every rank with the same arguments: one copy of the 'Overriding' lines, from rank 0 """
+    cfg = tmp_path / 'cfg.py'
+    cfg.write_text("batch_size = 8\n")
+    monkeypatch.setenv('RANK', '1')
+    ns = run_configurator(monkeypatch, [str(cfg), '--lr=0.5'], batch_size=12, lr=1e-3)
+    assert (ns['batch_size'], ns['lr']) == (8, 0.5) and capsys.readouterr().out == ''
+    monkeypatch.setenv('RANK', '0')
+    run_configurator(monkeypatch, [str(cfg), '--lr=0.5'], batch_size=12, lr=1e-3)
+    out = capsys.readouterr().out
+    assert 'Overriding config with' in out and 'Overriding: lr = 0.5' in out
