@@ -1,0 +1,524 @@
+"""
+The learning experiments, one command per table. Each table is train.py runs (3 seeds per setting, `jobs` at a time,
+one thread each, stdout to the run's out_dir/train.txt), each measured by train.py's own val: the last val row of its
+log.jsonl (--eval_iters=128: 1024 val rows spread over the split, the same rows for every run, and model.py's
+boundary_metrics). Then mean ± std over the seeds of each setting: a markdown table, assets/<table>.json (every run),
+assets/<table>_table.json (the rows) and assets/<table>.png (val bpb and word_boundary against bytes seen).
+$ python experiments.py --table=levers     # rows per micro-batch, gate_scale, row length, at equal bytes
+$ python experiments.py --table=controls   # prescribed boundaries at the same rate: random, word ends/onsets, BPE
+$ python experiments.py --table=ablations  # the paper's ablations at the setting `ablate` (a lever's name)
+$ python experiments.py --table=compare    # random, sequential, hnet, nawrot, whitespace, random with its early exit
+$ python experiments.py --table=paper_run --paper_size=18m --device=cuda  # one GPU: random vs sequential, 18M
+$ python experiments.py --figure=True      # assets/segmentation.png: one text cut by the learned gater, BPE, spaces
+Runs already finished are skipped (--retrain=True trains them again); --runs=learned:1,rows32:2 runs a subset;
+--tabulate_only=True tabulates what has finished so far. Run dirs: out_root/<table>/<setting>_s<seed>.
+"""
+import os
+import re
+import sys
+import json
+import math
+import time
+import shutil
+import signal
+import subprocess
+
+import numpy as np
+import torch
+
+# -----------------------------------------------------------------------------
+table = '' # levers, controls, ablations, compare or paper_run
+runs = '' # a subset, 'setting:seed,...' ('' : every setting of the table, every seed)
+seeds = '1,2,3'
+jobs = 2 # train.py processes at once, one thread each
+retrain = False # True: train finished runs again
+tabulate_only = False # True: train nothing, tabulate the runs finished so far
+out_root = 'out-exp'
+assets = 'assets' # where the JSON and the plots go
+data_dir = 'data' # train.py's; the corpus is data_dir/pycode
+iters = 0 # > 0: every run takes this many steps (a quick check of the machinery), evaluated at the start and end
+eval_iters = 128 # val batches of 8 rows: 1024 val rows
+device = '' # passed to train.py when set (else its default: CUDA if there is one)
+ablate = 'learned' # ablations: the setting of `levers` the ablations change
+rate_rows = 2048 # controls: train rows (spread over the split) that word_rate and the BPE's rate are measured on
+bpe_rate = 0.2 # controls: the BPE's rate target, met by choosing its number of merges
+bpe_max_merges = 60000 # controls: the BPE trainer stops here at the latest
+figure = False # True: draw assets/segmentation.png
+figure_run = '' # the learned checkpoint of the figure (default: out_root/levers/learned_s1)
+paper_size = '' # paper_run: a paper size ('18m', ...): config/train_<size>_{random,sequential}.py on data_dir/sitepy
+paper_path = '' # paper_run: the folder of .py files sitepy is made from (default: this Python's site-packages)
+paper_flags = '' # paper_run: more train.py flags for both runs, e.g. '--max_iters=2000' to fit a time budget
+exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
+# -----------------------------------------------------------------------------
+HERE = os.path.dirname(os.path.abspath(__file__)) # train.py runs here (it opens configurator.py by a relative path)
+command = 'python experiments.py ' + ' '.join(sys.argv[1:])
+sys.path.insert(0, HERE)
+from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics, bpe_gates, load_checkpoint
+
+KEYS = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision'] # train.py's val row, model.py's metrics
+TABLES = ('levers', 'controls', 'ablations', 'compare', 'paper_run')
+EQUAL = lambda n, every: [f'--max_iters={n}', f'--lr_decay_iters={n}', f'--eval_interval={every}'] # 7 evals
+LEVERS = { # the quick start (train.py's defaults) and one lever moved at a time, at equal bytes (4.9M)
+    'learned': [],
+    'rows32': ['--batch_size=32', *EQUAL(600, 100), '--warmup_iters=8', f'--eval_iters={max(1, eval_iters // 4)}'],
+    'scale4': ['--gate_scale=4'], # the gate logits move 4x faster under Adam
+    'scale025': ['--gate_scale=0.25'],
+    'block512': ['--block_size=512', *EQUAL(1200, 200)], # (its val rows are 512 bytes: not the same rows)
+}
+ABLATIONS = {'gamma1': ['--gamma=1.0'], 'no_early_exit': ['--early_exit_reward=False'],
+             'no_consistency': ['--rate_weight=0.0'], 'w1': ['--filter_size=1']}
+COMPARE = {'random': ['config/method_random.py'], 'sequential': None, # None: the quick start, levers' `learned`
+           'hnet': ['config/method_hnet.py'], 'nawrot': ['config/method_nawrot.py'],
+           'whitespace': ['config/method_whitespace.py'], 'random_early': ['config/method_random.py', '--early_weight=0.1']}
+
+# values the configurator cannot judge by their type: one line each, before any work starts
+if table not in ('',) + TABLES or not (table or figure):
+    raise SystemExit(f"experiments.py: --table={table!r}: use one of {', '.join(TABLES)} (or --figure=True)")
+if ablate not in LEVERS:
+    raise SystemExit(f"experiments.py: --ablate={ablate}: use a setting of levers ({', '.join(LEVERS)})")
+if not re.fullmatch(r'\d+(,\d+)*', seeds):
+    raise SystemExit(f"experiments.py: --seeds={seeds}: use whole numbers separated by commas, e.g. --seeds=1,2,3")
+for k in ('jobs', 'eval_iters', 'rate_rows', 'bpe_max_merges'):
+    if globals()[k] <= 0:
+        raise SystemExit(f"experiments.py: --{k}={globals()[k]} must be positive")
+if iters < 0 or not 0 < bpe_rate < 1:
+    raise SystemExit(f"experiments.py: --iters={iters} must be >= 0 and --bpe_rate={bpe_rate} in (0, 1)")
+if table == 'paper_run' and not os.path.exists(os.path.join(HERE, f'config/train_{paper_size}_random.py')):
+    raise SystemExit(f"experiments.py: --paper_size={paper_size!r}: there is no config/train_{paper_size}_random.py")
+corpus = os.path.join(data_dir, 'pycode')
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)) # killed: the trainings this process started stop too
+
+def rel(path):
+    """ a path as train.py (run in HERE) reads it: relative to HERE when inside it, else absolute """
+    path = os.path.abspath(path)
+    return os.path.relpath(path, HERE) if path.startswith(HERE + os.sep) else path
+
+# -----------------------------------------------------------------------------
+# the corpus as train.py reads it, and the prescribed boundaries of the controls
+
+def split_rows(split, T, n):
+    """ n rows of a split, spread evenly over it, cut as train.py cuts them (BOS + a window of up to T-1 bytes of one
+        document) -> X (n, T) long, M (n, T) bool real positions """
+    path = os.path.join(corpus, split)
+    if not os.path.exists(path + '_offsets.npy'):
+        raise SystemExit(f"experiments.py: {path}_offsets.npy is missing: run `python prepare.py pycode "
+                         f"--out_dir={corpus}`")
+    data, off = np.memmap(path + '.bin', dtype=np.uint8, mode='r'), np.load(path + '_offsets.npy')
+    start = np.concatenate([np.arange(a, b, T - 1) for a, b in zip(off[:-1], off[1:])]) # every window
+    end = np.minimum(start + T - 1, np.repeat(off[1:], -(-np.diff(off) // (T - 1))))
+    picked = np.unique(np.linspace(0, len(start) - 1, min(n, len(start))).round().astype(np.int64))
+    X, M = torch.zeros(len(picked), T, dtype=torch.long), torch.zeros(len(picked), T, dtype=torch.bool)
+    for i, r in enumerate(picked):
+        n_i = end[r] - start[r]
+        X[i, 0], X[i, 1:1 + n_i], M[i, :1 + n_i] = BOS, torch.from_numpy(data[start[r]:end[r]].astype(np.int64)), True
+    return X, M
+
+@torch.no_grad()
+def rule_rate(gater, X, M):
+    """ the share of positions a prescribed rule gater gates by itself (word_rate=0), counted by boundary_counts """
+    model = ByteUNet(UNetConfig(block_size=X.size(1), gater=gater, word_rate=0.0)).eval()
+    counts = sum(boundary_counts(X[k:k + 64], model(X[k:k + 64])['gates'], M[k:k + 64]) for k in range(0, len(X), 64))
+    return boundary_metrics(counts)['rate']
+
+def bpe_encoding(tokens, m):
+    """ a tiktoken encoding of the 256 bytes and the first m learned tokens (ranks 256..), split by BPE_PAT """
+    import tiktoken
+    from model import BPE_PAT
+    ranks = {**{bytes([i]): i for i in range(256)}, **{t: 256 + j for j, t in enumerate(tokens[:m])}}
+    return tiktoken.Encoding(name=f'bpe{m}', pat_str=BPE_PAT, mergeable_ranks=ranks, special_tokens={})
+
+def bpe_rate_of(enc, X, M):
+    """ the rate of BPE guidance on rows X: gates where bpe_gates places them (as train.py --prescribe=bpe does) """
+    G = torch.stack([bpe_gates(enc, bytes(x[1:n].tolist()), X.size(1)) for x, n in zip(X, M.sum(1).tolist())])
+    return boundary_metrics(boundary_counts(X, G, M))['rate']
+
+def train_bpe(text, max_merges, stop_rate=0.0):
+    """ a byte-level BPE as GPT-2's: text (bytes) pre-tokenised by BPE_PAT, the words counted, then the most frequent
+        pair of adjacent tokens merged again and again (ties: the smaller ids), the pair counts updated only in the
+        words a merge changed -> the new tokens in rank order (ranks 256, 257, ...). Stops after max_merges, or once
+        the text's tokens per byte are <= stop_rate """
+    import heapq
+    import regex
+    from collections import Counter, defaultdict
+    from model import BPE_PAT
+    counts = Counter(m.group() for m in regex.finditer(BPE_PAT, text.decode('utf-8', errors='surrogateescape')))
+    words = [list(w.encode('utf-8', errors='surrogateescape')) for w in counts] # token ids of each distinct word
+    freq = list(counts.values())
+    vocab = [bytes([i]) for i in range(256)]
+    index = {b: i for i, b in enumerate(vocab)}
+    pairs, where = Counter(), defaultdict(set) # pair -> its count in the text, and the words it is in
+    for i, w in enumerate(words):
+        for p in zip(w, w[1:]):
+            pairs[p] += freq[i]
+            where[p].add(i)
+    heap = [(-c, p) for p, c in pairs.items()] # a lazy max-heap: stale entries are skipped when popped
+    heapq.heapify(heap)
+    n_bytes = tokens = sum(f * len(w) for f, w in zip(freq, words))
+    new = []
+    while heap and len(new) < max_merges and tokens > stop_rate * n_bytes:
+        c, p = heapq.heappop(heap)
+        if pairs.get(p, 0) != -c:
+            continue # stale
+        tok = vocab[p[0]] + vocab[p[1]]
+        if tok not in index: # (the same bytes made of another pair earlier: the merge reuses that token)
+            index[tok] = len(vocab)
+            vocab.append(tok)
+            new.append(tok)
+        t, changed = index[tok], set()
+        for i in where.pop(p):
+            w, f = words[i], freq[i]
+            out, j = [], 0
+            while j < len(w): # merge left to right, as tiktoken does inside a word
+                if j + 1 < len(w) and w[j] == p[0] and w[j + 1] == p[1]:
+                    out.append(t)
+                    j += 2
+                else:
+                    out.append(w[j])
+                    j += 1
+            for q in zip(w, w[1:]):
+                pairs[q] -= f
+                where[q].discard(i)
+                changed.add(q)
+            for q in zip(out, out[1:]):
+                pairs[q] += f
+                where[q].add(i)
+                changed.add(q)
+            tokens -= f * (len(w) - len(out))
+            words[i] = out
+        pairs.pop(p, None)
+        where.pop(p, None)
+        for q in changed - {p}:
+            if pairs[q] > 0:
+                heapq.heappush(heap, (-pairs[q], q))
+    return new
+
+def prescribed():
+    """ the controls' rates, measured once and cached in assets/controls.json: word_rate of word_ends and word_onsets
+        (each rule's own share of gated positions on train rows), and a BPE trained on the train split with the
+        number of merges whose rate on those rows is closest to bpe_rate, written as a .tiktoken file """
+    path = os.path.join(assets, 'controls.json')
+    key = dict(data=os.path.abspath(corpus), block_size=256, rows=rate_rows, bpe_rate=bpe_rate)
+    cached = json.load(open(path)).get('prescribed', {}) if os.path.exists(path) else {}
+    if {k: cached.get(k) for k in key} == key and os.path.exists(cached['bpe']['path']):
+        return cached
+    X, M = split_rows('train', 256, rate_rows)
+    res = dict(key, word_ends=rule_rate('word_ends', X, M), word_onsets=rule_rate('word_onsets', X, M))
+    print(f"word_rate on {len(X)} train rows: word_ends {res['word_ends']:.4f}, word_onsets {res['word_onsets']:.4f}")
+    t0 = time.time()
+    text = np.fromfile(os.path.join(corpus, 'train.bin'), dtype=np.uint8).tobytes()
+    tokens = train_bpe(text, bpe_max_merges, stop_rate=bpe_rate - 0.02) # a little past the target: rows cut words
+    lo, hi, rates = 0, len(tokens), {} # the rate falls as merges are added: bisect for the crossing
+    def rate_of(m):
+        if m not in rates:
+            rates[m] = bpe_rate_of(bpe_encoding(tokens, m), X, M)
+        return rates[m]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if rate_of(mid) > bpe_rate else (lo, mid)
+    m = min((lo, hi), key=lambda m: abs(rate_of(m) - bpe_rate))
+    file = os.path.join(corpus, f'bpe_rate{bpe_rate}.tiktoken')
+    from tiktoken.load import dump_tiktoken_bpe
+    dump_tiktoken_bpe(bpe_encoding(tokens, m)._mergeable_ranks, file + '.tmp') # "base64(token) rank" per line
+    os.replace(file + '.tmp', file)
+    res['bpe'] = dict(path=os.path.abspath(file), merges=m, rate=rates[m], trained_merges=len(tokens),
+                      train_bytes=len(text), seconds=round(time.time() - t0))
+    print(f"BPE on {len(text):,} train bytes: {m} merges give rate {rates[m]:.4f} (target {bpe_rate}) -> {file}")
+    os.makedirs(assets, exist_ok=True)
+    old = json.load(open(path)) if os.path.exists(path) else {}
+    with open(path, 'w') as f:
+        json.dump({**old, 'prescribed': res}, f, indent=1)
+    return res
+
+# -----------------------------------------------------------------------------
+# the runs of a table: settings, commands, training, tabulating
+
+def settings(name):
+    """ table -> {setting: (train.py arguments on top of its defaults, the table whose folder holds its runs)} """
+    if name == 'levers':
+        return {k: (v, 'levers') for k, v in LEVERS.items()}
+    if name == 'controls':
+        p = prescribed()
+        return {'learned': ([], 'levers'), 'random': (['--gater=uniform'], 'controls'),
+                'word_ends': (['--gater=word_ends', f"--word_rate={p['word_ends']:.4f}"], 'controls'),
+                'word_onsets': (['--gater=word_onsets', f"--word_rate={p['word_onsets']:.4f}"], 'controls'),
+                'bpe': (['--prescribe=bpe', f"--bpe_encoding={rel(p['bpe']['path'])}"], 'controls')}
+    if name == 'ablations': # the chosen setting itself (levers' runs), then each ablation on top of it
+        pre = '' if ablate == 'learned' else f'{ablate}_'
+        return {ablate: (LEVERS[ablate], 'levers'),
+                **{pre + k: (LEVERS[ablate] + v, 'ablations') for k, v in ABLATIONS.items()}}
+    return {k: (v, 'compare') if v is not None else ([], 'levers') for k, v in COMPARE.items()}
+
+def max_iters_of(cmd):
+    """ the last step of a train.py command: train.py's default, then its config files, then its flags """
+    n = None
+    for a in [os.path.join(HERE, 'train.py')] + cmd[1:]:
+        if a.startswith('--max_iters='):
+            n = int(a.partition('=')[2])
+        elif not a.startswith('--'):
+            found = re.findall(r'^max_iters = (\d+)', open(os.path.join(HERE, a)).read(), re.M)
+            n = int(found[-1]) if found else n
+    return n
+
+def read_log(out_dir):
+    path = os.path.join(out_dir, 'log.jsonl')
+    if not os.path.exists(path):
+        return []
+    return [r for r in (json.loads(line) for line in open(path) if line.endswith('\n')) if r['split'] == 'val']
+
+def state(run):
+    """ 'done' (the command's last val row is in its log), 'busy' (another process is training it now) or 'todo' """
+    info = os.path.join(run['out_dir'], 'run.json')
+    info = json.load(open(info)) if os.path.exists(info) else {}
+    if info.get('command') == run['command']: # (a run of another command in its folder is trained again)
+        val = read_log(run['out_dir'])
+        if val and val[-1]['iter'] == max_iters_of(run['cmd']):
+            return 'done'
+    if info.get('pid') and 'returncode' not in info:
+        try:
+            os.kill(info['pid'], 0)
+            return 'busy'
+        except OSError:
+            pass # it died without a word: train it again
+    return 'todo'
+
+def table_runs(name):
+    """ the runs of a table (or of --runs), each a dict: setting, seed, cmd (train.py argv), command, out_dir """
+    spec = settings(name)
+    picked = [r.split(':') for r in runs.split(',')] if runs else [[s, k] for s in spec for k in seeds.split(',')]
+    out = []
+    for r in picked:
+        if len(r) != 2 or r[0] not in spec or not r[1].isdigit():
+            raise SystemExit(f"experiments.py: --runs: '{':'.join(r)}' is not setting:seed with a setting of {name} "
+                             f"({', '.join(spec)}) and a whole seed")
+        args, home = spec[r[0]]
+        out_dir = os.path.join(out_root, home, f'{r[0]}_s{r[1]}')
+        cfgs, flags = [a for a in args if not a.startswith('--')], [a for a in args if a.startswith('--')]
+        extra = ([f'--data_dir={rel(data_dir)}'] if data_dir != 'data' else []) + \
+            ([f'--device={device}'] if device else []) + (EQUAL(iters, iters) if iters else [])
+        cmd = ['train.py', *cfgs, f'--eval_iters={eval_iters}', '--eval_interval=400', *flags, *extra,
+               f'--seed={r[1]}', f'--out_dir={rel(out_dir)}']
+        out.append(dict(setting=r[0], seed=int(r[1]), cmd=cmd, command='python ' + ' '.join(cmd), out_dir=out_dir))
+    return out
+
+def train(todo):
+    """ train the runs, `jobs` at a time, one thread each; a run another process is training is waited for.
+        -> the runs that failed """
+    running, waiting, failed = {}, [], []
+    def launch(run):
+        shutil.rmtree(run['out_dir'], ignore_errors=True) # train.py will not start a fresh run over an old ckpt.pt
+        os.makedirs(run['out_dir'])
+        print(f"$ {run['command']} > {run['out_dir']}/train.txt", flush=True)
+        log = open(os.path.join(run['out_dir'], 'train.txt'), 'w')
+        p = subprocess.Popen([sys.executable, *run['cmd']], cwd=HERE, stdout=log, stderr=subprocess.STDOUT,
+                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        with open(os.path.join(run['out_dir'], 'run.json'), 'w') as f:
+            json.dump(dict(command=run['command'], pid=p.pid), f)
+        running[p] = (run, time.time(), log)
+    try:
+        while todo or running or waiting:
+            while todo and len(running) < jobs:
+                run = todo.pop(0)
+                if state(run) == 'busy': # (even with retrain: two trainings must not share a folder)
+                    print(f"{run['out_dir']} is being trained by another process: waiting for it", flush=True)
+                    waiting.append(run)
+                else:
+                    launch(run)
+            time.sleep(2)
+            waiting = [r for r in waiting if state(r) == 'busy']
+            for p in [p for p in running if p.poll() is not None]:
+                run, t0, log = running.pop(p)
+                log.close()
+                with open(os.path.join(run['out_dir'], 'run.json'), 'w') as f:
+                    json.dump(dict(command=run['command'], returncode=p.returncode, wall_s=round(time.time() - t0)), f)
+                if p.returncode:
+                    failed.append(run)
+                    tail = open(os.path.join(run['out_dir'], 'train.txt')).read().strip().splitlines()[-1:] or ['']
+                    print(f"experiments.py: {run['setting']}:{run['seed']} failed (exit {p.returncode}): {tail[0]}",
+                          flush=True)
+                else:
+                    val = read_log(run['out_dir'])[-1]
+                    print(f"{run['setting']}:{run['seed']} done in {time.time() - t0:.0f} s: val " +
+                          ', '.join(f"{k} {val[k]:.4f}" for k in KEYS), flush=True)
+    finally: # interrupted: the trainings this process started stop with it
+        for p in running:
+            p.terminate()
+    return failed
+
+def tabulate(name, table_runs):
+    """ mean ± std over the seeds of each setting, from the finished runs: printed, and written to the JSON files and
+        the plot """
+    results = []
+    for run in table_runs:
+        if state(run) != 'done':
+            continue
+        val = read_log(run['out_dir'])
+        wall = json.load(open(os.path.join(run['out_dir'], 'run.json'))).get('wall_s')
+        results.append(dict(setting=run['setting'], seed=run['seed'], command=run['command'],
+                            out_dir=rel(run['out_dir']), bytes=val[-1]['bytes'], wall_s=wall, val=val[-1],
+                            curve=[{k: r.get(k) for k in ['iter', 'bytes'] + KEYS} for r in val]))
+    groups = {}
+    for r in results:
+        groups.setdefault(r['setting'], []).append(r)
+    rows = []
+    print(f"\n$ {command}\n{len(results)} of {len(table_runs)} runs finished; train.py's last val row, mean ± std over "
+          f"seeds\n| setting | seeds | MB seen | " + ' | '.join(KEYS) + ' |\n|---|---|---|' + '---|' * len(KEYS))
+    for setting, rs in groups.items():
+        row = dict(setting=setting, seeds=[r['seed'] for r in rs], bytes=rs[0]['bytes'], command=rs[0]['command'])
+        for k in KEYS:
+            v = [r['val'][k] for r in rs]
+            row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
+        rows.append(row)
+        cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
+        print(f"| {setting} | {len(rs)} | {row['bytes'] / 1e6:.1f} | " + ' | '.join(cell(k) for k in KEYS) + ' |')
+    os.makedirs(assets, exist_ok=True)
+    path = os.path.join(assets, f'{name}.json')
+    old = json.load(open(path)) if os.path.exists(path) else {}
+    with open(path, 'w') as f: # (controls keeps its cached prescribed rates)
+        json.dump({**{k: v for k, v in old.items() if k == 'prescribed'}, 'command': command, 'runs': results}, f,
+                  indent=1)
+    with open(os.path.join(assets, f'{name}_table.json'), 'w') as f:
+        json.dump(dict(command=command, rows=rows), f, indent=1)
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for setting, rs in groups.items(): # the mean over seeds at each eval (iter 0 left out: 8 bits per byte)
+        n = min(len(r['curve']) for r in rs)
+        x = [c['bytes'] / 1e6 for c in rs[0]['curve'][1:n]]
+        for ax, k in zip(axes, ['bpb', 'word_boundary']):
+            ax.plot(x, np.mean([[c[k] for c in r['curve'][1:n]] for r in rs], 0), marker='.',
+                    label=f"{setting} ({len(rs)} seeds)")
+    for ax, k in zip(axes, ['val bits per byte', 'word-edge recall (word_boundary)']):
+        ax.set_xlabel('bytes seen (millions)'), ax.set_ylabel(k), ax.grid(alpha=0.3), ax.legend(fontsize=8)
+    fig.suptitle(command, fontsize=9)
+    plt.savefig(os.path.join(assets, f'{name}.png'), dpi=120, bbox_inches='tight')
+    plt.close(fig)
+    print(f"wrote {path}, {os.path.join(assets, name + '_table.json')} and {os.path.join(assets, name + '.png')}")
+    return results
+
+# -----------------------------------------------------------------------------
+# the figure: one text, cut by a learned gater, by the BPE of the controls and by whitespace
+
+@torch.no_grad()
+def segment(name, text):
+    """ a text -> the chunks one boundary method cuts it into (row [BOS] + text; a gate at a byte ends its chunk) """
+    data = text.encode()
+    X = torch.tensor([[BOS] + list(data)])
+    if name == 'bpe':
+        from model import load_bpe
+        gates = bpe_gates(load_bpe(prescribed()['bpe']['path']), data, X.size(1))
+    else: # the checkpoint's own gater in eval mode, or the word_ends rule alone
+        run = figure_run or os.path.join(out_root, 'levers', 'learned_s1')
+        model = load_checkpoint(run, 'cpu', 'experiments.py')[0] if name == 'learned' else \
+            ByteUNet(UNetConfig(block_size=X.size(1), gater='word_ends', word_rate=0.0)).eval()
+        torch.manual_seed(1) # (the sequential gater samples in eval mode too)
+        gates = model(X)['gates'][0]
+    ends = [i for i, g in enumerate(gates[1:].tolist()) if g] + [len(data) - 1] # data byte i is row position i + 1
+    chunks, a = [], 0
+    for e in sorted(set(ends)):
+        chunks.append(data[a:e + 1].decode())
+        a = e + 1
+    return chunks
+
+def figure_texts():
+    """ a few lines of real Python from the val split (the first function of 4-6 short ASCII lines) and one English
+        sentence of a docstring from it """
+    val = np.fromfile(os.path.join(corpus, 'val.bin'), dtype=np.uint8).tobytes().decode('utf-8', errors='replace')
+    code = (m.group(1).rstrip('\n') for m in re.finditer(r'\n((    )?def \w+\(.{0,50}\):\n(\2    .{1,60}\n){3,5})', val)
+            if m.group(1).isascii() and len(m.group(1)) < 250) # a row of the model holds it
+    sentence = (m.group(1) for m in re.finditer(r'\n\s*"""([A-Z][a-z]+ [a-z][a-z ,]{30,90}\.)', val))
+    texts = [next(code, None), next(sentence, None)]
+    if None in texts:
+        raise SystemExit(f"experiments.py: found no short function or docstring sentence in {corpus}/val.bin")
+    return texts
+
+def draw_figure():
+    texts = figure_texts()
+    methods = {'learned': f"learned ({figure_run or os.path.join(out_root, 'levers', 'learned_s1')})",
+               'bpe': f"BPE ({os.path.basename(prescribed()['bpe']['path'])})", 'whitespace': 'whitespace (word_ends)'}
+    rows = []
+    for m, title in methods.items():
+        chunks = [segment(m if m != 'whitespace' else 'word_ends', t) for t in texts]
+        n = sum(len(t.encode()) for t in texts)
+        rows.append(dict(method=m, title=title, chunks=chunks, bytes_per_chunk=n / sum(map(len, chunks))))
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+    lines = sum(t.count('\n') + 1 for t in texts) + len(texts) - 1 # a blank line between the texts
+    width = max(len(l) for t in texts for l in t.split('\n')) + 2
+    fig, axes = plt.subplots(len(rows), 1, figsize=(width * 0.11 + 0.5, len(rows) * (lines * 0.22 + 0.5)))
+    for ax, row in zip(axes, rows):
+        ax.set_xlim(0, width), ax.set_ylim(lines, 0), ax.axis('off')
+        ax.set_title(f"{row['title']}: {row['bytes_per_chunk']:.2f} bytes per chunk", fontsize=10, loc='left')
+        y, k = 0, 0
+        for chunks in row['chunks']:
+            x = 0
+            for chunk in chunks:
+                for ch in chunk:
+                    ax.add_patch(Rectangle((x, y + 0.08), 1, 0.84, color=('#9ecae1', '#fdd0a2')[k % 2], lw=0))
+                    ax.text(x + 0.5, y + 0.5, '↵' if ch == '\n' else ch, ha='center', va='center', fontsize=8,
+                            family='monospace')
+                    x, y = (0, y + 1) if ch == '\n' else (x + 1, y)
+                k += 1
+            y += 2
+    path = os.path.join(assets, 'segmentation.png')
+    os.makedirs(assets, exist_ok=True)
+    plt.savefig(path, dpi=130, bbox_inches='tight')
+    plt.close(fig)
+    with open(path.replace('.png', '.json'), 'w') as f:
+        json.dump(dict(command=command, texts=texts, rows=rows), f, indent=1)
+    for row in rows:
+        print(f"{row['title']}, {row['bytes_per_chunk']:.2f} bytes per chunk: " + '|'.join(row['chunks'][1]))
+    print(f"wrote {path} and {path.replace('.png', '.json')}")
+
+# -----------------------------------------------------------------------------
+
+if table == 'paper_run': # no download needed: real code and docstrings that any machine with PyTorch installed has
+    import sysconfig
+    src = paper_path or sysconfig.get_paths()['purelib']
+    sitepy = os.path.join(data_dir, 'sitepy')
+    if not os.path.exists(os.path.join(sitepy, 'val_offsets.npy')):
+        print(f"$ python prepare.py files --path={src} --glob='**/*.py' --out_dir={sitepy}", flush=True)
+        subprocess.run([sys.executable, 'prepare.py', 'files', f'--path={src}', '--glob=**/*.py',
+                        f'--out_dir={os.path.abspath(sitepy)}'], cwd=HERE, check=True)
+    res = {}
+    for method in ('random', 'sequential'):
+        out_dir = os.path.join(out_root, 'paper_run', f'{paper_size}_{method}')
+        cmd = ['train.py', f'config/train_{paper_size}_{method}.py', '--dataset=sitepy', f'--data_dir={rel(data_dir)}',
+               *([f'--device={device}'] if device else []), f'--out_dir={rel(out_dir)}', *paper_flags.split()]
+        shutil.rmtree(out_dir, ignore_errors=True)
+        print('$ python', ' '.join(cmd), flush=True)
+        t0 = time.time()
+        if subprocess.run([sys.executable, *cmd], cwd=HERE).returncode:
+            raise SystemExit(f"experiments.py: `python {' '.join(cmd)}` failed")
+        log = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
+        train_rows = [r for r in log if r['split'] == 'train']
+        res[method] = dict(command='python ' + ' '.join(cmd), wall_s=round(time.time() - t0),
+                           bytes_per_sec=sorted(r['bytes_per_sec'] for r in train_rows)[len(train_rows) // 2],
+                           val=[r for r in log if r['split'] == 'val'])
+    print(f"\n$ {command}\n| bytes seen | method | " + ' | '.join(KEYS) + ' |\n|---|---|' + '---|' * len(KEYS))
+    for rows in zip(*(t['val'] for t in res.values())): # the evals of both runs, side by side
+        for method, r in zip(res, rows):
+            print(f"| {r['bytes']:,} | {method} | " + ' | '.join(f"{r[k]:.4f}" for k in KEYS) + ' |')
+    for method, t in res.items():
+        print(f"{method}: {t['wall_s']} s, {t['bytes_per_sec']:,.0f} bytes/s (median)")
+    path = os.path.join(assets, f'paper_run_{paper_size}.json')
+    os.makedirs(assets, exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(dict(command=command, runs=res), f, indent=1)
+    print(f"wrote {path}")
+elif table:
+    all_runs = table_runs(table)
+    failed = []
+    if not tabulate_only:
+        todo = [r for r in all_runs if retrain or state(r) != 'done']
+        print(f"{table}: {len(all_runs)} runs, {len(all_runs) - len(todo)} finished already, {len(todo)} to train "
+              f"({jobs} at a time)", flush=True)
+        failed = train(todo)
+    tabulate(table, all_runs)
+    if failed:
+        raise SystemExit(f"experiments.py: {len(failed)} runs failed: " + ', '.join(
+            f"{r['setting']}:{r['seed']} (see {r['out_dir']}/train.txt)" for r in failed))
+if figure:
+    draw_figure()
