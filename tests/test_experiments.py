@@ -1,0 +1,171 @@
+"""
+experiments.py run as a user runs it, at a tiny size: a corpus of a few standard-library files, 2 steps per run, one
+seed, one job. Each table trains its runs with train.py, skips the finished ones, and writes its JSON from train.py's
+own log (the last val row); the controls' BPE trainer merges the most frequent pair first, writes a file that
+model.load_bpe reads back, and reports the rate that bpe_gates gives; the figure is drawn.
+Run: OMP_NUM_THREADS=1 python -m pytest -q tests/test_experiments.py
+"""
+import base64
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT
+from model import BOS, boundary_counts, boundary_metrics, bpe_gates
+
+STDLIB = sysconfig.get_paths()['stdlib']
+TRAIN = ['textwrap.py', 'shlex.py', 'fnmatch.py', 'colorsys.py', 'bisect.py', 'getopt.py', 'glob.py', 'heapq.py']
+VAL = ['calendar.py', 'string.py']
+
+
+def write_split(folder, split, names):
+    docs = [open(os.path.join(STDLIB, n), 'rb').read() for n in names]
+    np.frombuffer(b''.join(docs), dtype=np.uint8).tofile(folder / f'{split}.bin')
+    np.save(folder / f'{split}_offsets.npy', np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
+    return docs
+
+
+@pytest.fixture(scope='module')
+def exp(tmp_path_factory):
+    """ a tiny pycode in data/, and a function running experiments.py with out_root and assets in the same folder """
+    root = tmp_path_factory.mktemp('exp')
+    (root / 'data' / 'pycode').mkdir(parents=True)
+    train = write_split(root / 'data' / 'pycode', 'train', TRAIN)
+    write_split(root / 'data' / 'pycode', 'val', VAL)
+
+    def run(*args, check=True):
+        cmd = [sys.executable, os.path.join(ROOT, 'experiments.py'), f'--out_root={root}/out', f'--assets={root}/assets',
+               f'--data_dir={root}/data', '--iters=2', '--eval_iters=1', '--jobs=1', *args]
+        res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=1800,
+                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        assert not check or res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return res
+    run.root, run.train = root, b''.join(train)
+    return run
+
+
+def val_rows(out_dir):
+    return [r for r in map(json.loads, open(os.path.join(out_dir, 'log.jsonl'))) if r['split'] == 'val']
+
+
+def check_table(exp, name, settings):
+    """ every run of the table's JSON is train.py's last val row, with its command, bytes, wall time and val curve """
+    res = json.load(open(exp.root / 'assets' / f'{name}.json'))
+    assert sorted((r['setting'], r['seed']) for r in res['runs']) == sorted((s, 1) for s in settings)
+    for r in res['runs']:
+        out_dir = r['out_dir'] if os.path.isabs(r['out_dir']) else os.path.join(ROOT, r['out_dir'])
+        val = val_rows(out_dir)
+        assert r['val'] == val[-1] and r['bytes'] == val[-1]['bytes'] > 0 and r['wall_s'] >= 0
+        assert [c['iter'] for c in r['curve']] == [0, 2] and r['curve'][-1]['bpb'] == val[-1]['bpb']
+        assert r['command'].startswith('python train.py') and f'--out_dir={out_dir}' in r['command']
+        assert '--eval_iters=1' in r['command'] and '--seed=1' in r['command']
+        assert os.path.getsize(os.path.join(out_dir, 'train.txt')) > 0 # its stdout
+    rows = json.load(open(exp.root / 'assets' / f'{name}_table.json'))['rows']
+    by_setting = {r['setting']: r for r in res['runs']}
+    assert [r['setting'] for r in rows] == list(by_setting) # in the table's order
+    for row in rows:
+        assert row['seeds'] == [1] and row['bpb'] == by_setting[row['setting']]['val']['bpb']
+        assert row['bpb_std'] is None # one seed: no spread
+    assert os.path.getsize(exp.root / 'assets' / f'{name}.png') > 0
+    return {r['setting']: r for r in res['runs']}
+
+
+def test_levers_trains_skips_finished_runs_and_tabulates(exp):
+    res = exp('--table=levers', '--runs=learned:1,rows32:1')
+    runs = check_table(exp, 'levers', ['learned', 'rows32'])
+    assert '--batch_size=32' in runs['rows32']['command'] and '--gate_scale' not in runs['learned']['command']
+    assert '| learned | 1 |' in res.stdout and '| rows32 | 1 |' in res.stdout
+    log = os.path.join(runs['learned']['out_dir'], 'log.jsonl')
+    mtime = os.path.getmtime(log)
+    res = exp('--table=levers', '--runs=learned:1,rows32:1') # finished: not trained again
+    assert '2 finished already, 0 to train' in res.stdout and os.path.getmtime(log) == mtime
+    res = exp('--table=levers', '--runs=learned:1', '--tabulate_only=True')
+    assert '1 of 1 runs finished' in res.stdout
+
+
+def test_controls_reuse_learned_and_prescribe_word_rules_and_bpe(exp):
+    exp('--table=levers', '--runs=learned:1')
+    res = exp('--table=controls', '--runs=learned:1,word_ends:1,bpe:1')
+    assert '3 runs, 1 finished already, 2 to train' in res.stdout # learned is levers' run
+    runs = check_table(exp, 'controls', ['learned', 'word_ends', 'bpe'])
+    assert runs['learned']['out_dir'].endswith(os.path.join('levers', 'learned_s1'))
+    p = json.load(open(exp.root / 'assets' / 'controls.json'))['prescribed']
+    assert 0 < p['word_ends'] < 0.5 and 0 < p['word_onsets'] < 0.5
+    assert f"--gater=word_ends --word_rate={p['word_ends']:.4f}" in runs['word_ends']['command']
+    assert f"--prescribe=bpe --bpe_encoding={p['bpe']['path']}" in runs['bpe']['command']
+    assert abs(runs['bpe']['val']['rate'] - p['bpe']['rate']) < 0.1 # val rows, not train rows: near, not equal
+
+
+def test_bpe_trainer_merges_the_most_frequent_pair_and_round_trips(exp):
+    import regex
+    from model import BPE_PAT, load_bpe
+    exp('--table=controls', '--runs=learned:1', '--tabulate_only=True')
+    p = json.load(open(exp.root / 'assets' / 'controls.json'))['prescribed']['bpe']
+    lines = [l.split() for l in open(p['path']).read().splitlines()]
+    ranks = {base64.b64decode(t): int(r) for t, r in lines}
+    assert sorted(ranks.values()) == list(range(256 + p['merges'])) and p['merges'] > 10
+    assert all(ranks[bytes([i])] == i for i in range(256))
+    words = Counter(regex.findall(BPE_PAT, exp.train.decode()))
+    pairs = Counter()
+    for w, n in words.items():
+        b = w.encode()
+        for a, c in zip(b, b[1:]):
+            pairs[bytes([a, c])] += n
+    first = [t for t, r in ranks.items() if r == 256][0]
+    assert pairs[first] == max(pairs.values()) # the first merge is the most frequent pair
+    enc = load_bpe(p['path'])
+    text = exp.train[:3000].decode()
+    assert enc.decode(enc.encode_ordinary(text)) == text and enc._mergeable_ranks == ranks
+    # the rate reported is bpe_gates' on the train rows (every one: the corpus has fewer than rate_rows)
+    off = np.load(exp.root / 'data' / 'pycode' / 'train_offsets.npy')
+    counts = torch.zeros(6, dtype=torch.long)
+    for a, b in zip(off[:-1], off[1:]):
+        for s in range(a, b, 255):
+            data = exp.train[s:min(s + 255, b)]
+            X = torch.zeros(1, 256, dtype=torch.long)
+            X[0, 0], X[0, 1:1 + len(data)] = BOS, torch.tensor(list(data))
+            M = torch.zeros(1, 256, dtype=torch.bool)
+            M[0, :1 + len(data)] = True
+            counts += boundary_counts(X, bpe_gates(enc, data, 256)[None], M)
+    assert boundary_metrics(counts)['rate'] == pytest.approx(p['rate'], abs=1e-9)
+    assert abs(p['rate'] - 0.2) < 0.02
+
+
+def test_ablations_and_compare_run_on_top_of_their_settings(exp):
+    exp('--table=ablations', '--runs=w1:1,gamma1:1')
+    runs = check_table(exp, 'ablations', ['w1', 'gamma1'])
+    assert '--filter_size=1' in runs['w1']['command'] and '--gamma=1.0' in runs['gamma1']['command']
+    exp('--table=compare', '--runs=random:1')
+    runs = check_table(exp, 'compare', ['random'])
+    assert runs['random']['command'].startswith('python train.py config/method_random.py --eval_iters=1')
+
+
+def test_figure_segments_one_text_three_ways(exp):
+    exp('--table=levers', '--runs=learned:1')
+    res = exp('--figure=True')
+    assert os.path.getsize(exp.root / 'assets' / 'segmentation.png') > 0
+    fig = json.load(open(exp.root / 'assets' / 'segmentation.json'))
+    assert [r['method'] for r in fig['rows']] == ['learned', 'bpe', 'whitespace'] and len(fig['texts']) == 2
+    assert '\n' in fig['texts'][0] and fig['texts'][1].endswith('.')
+    n = sum(len(t.encode()) for t in fig['texts'])
+    for r in fig['rows']:
+        assert [''.join(c) for c in r['chunks']] == fig['texts'] # the chunks cut the text, nothing lost
+        assert r['bytes_per_chunk'] == pytest.approx(n / sum(map(len, r['chunks'])))
+    for chunks in fig['rows'][2]['chunks']: # word_ends: a chunk ends on the space after a word
+        assert all(c[-1].isspace() and not c[-2].isspace() for c in chunks[:-1] if len(c) > 1)
+    assert 'bytes per chunk' in res.stdout
+
+
+def test_bad_input_is_one_line_and_writes_nothing(exp, tmp_path):
+    for args, msg in ((['--table=nope'], "--table='nope'"), (['--table=levers', '--runs=learned'], "'learned'"),
+                      (['--table=levers', '--ablate=x'], '--ablate=x'), (['--table=levers', '--seeds=a'], '--seeds=a')):
+        res = exp(*args, f'--assets={tmp_path}/assets', f'--out_root={tmp_path}/out', check=False)
+        assert res.returncode == 1 and msg in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert not os.path.exists(tmp_path / 'assets') and not os.path.exists(tmp_path / 'out')
