@@ -100,10 +100,12 @@ def parse(argv):
 
 class Progress:
     """Plain progress lines on stdout, flushed, one per PROGRESS_EVERY seconds at most: done / total bytes, MB/s,
-    time left when the total is known, and the documents per split."""
+    time left when the total is known, and the documents per split. fineweb/codeparrot also count the source
+    read (src), so a source smaller than --max_bytes gets the right time left."""
 
-    def __init__(self, name, total=None, done=0, docs=None):
+    def __init__(self, name, total=None, done=0, docs=None, src_total=None, src_done=0):
         self.name, self.total, self.done, self.start = name, total, done, done
+        self.src_total, self.src_done, self.src_start = src_total, src_done, src_done
         self.docs = dict(docs or {})
         self.t0 = self.last = time.monotonic()
 
@@ -115,12 +117,18 @@ class Progress:
 
     def show(self):
         self.last = time.monotonic()
-        rate = (self.done - self.start) / max(self.last - self.t0, 1e-9)  # bytes/s of this run
+        dt = max(self.last - self.t0, 1e-9)
+        rate = (self.done - self.start) / dt  # bytes/s of this run
         line = f'{self.name}: {self.done / 1e6:,.1f}'
         line += f' / {self.total / 1e6:,.1f} MB ({self.done / self.total:.0%})' if self.total else ' MB'
         line += f', {rate / 1e6:.1f} MB/s'
-        if self.total and rate > 0:
-            left = max(self.total - self.done, 0) / rate
+        lefts = [max(self.total - self.done, 0) / rate] if self.total and rate > 0 else []
+        if self.src_total:
+            line += f', source {self.src_done / self.src_total:.0%} read'
+            if self.src_done > self.src_start:  # the source may run out before the budget
+                lefts.append(max(self.src_total - self.src_done, 0) * dt / (self.src_done - self.src_start))
+        if lefts:
+            left = min(lefts)
             line += f', {int(left // 3600)}h{int(left % 3600 // 60):02d}m left' if left >= 3600 else \
                 f', {int(left // 60)}m{int(left % 60):02d}s left'
         print(line + ', docs: ' + ' '.join(f'{s} {n:,}' for s, n in self.docs.items()), flush=True)
@@ -180,13 +188,15 @@ def list_source(a):
         else:
             a.root = str(src)
             files = sorted(f.relative_to(src).as_posix() for f in src.rglob('*') if f.name.endswith(SOURCE_EXTS))
+        a.sizes = {rel: os.path.getsize(os.path.join(a.root, rel)) for rel in files}  # for the progress lines
         return str(src), None, files
     from huggingface_hub import HfApi, HfFileSystem  # only here: pycode and files need no hub
     repo, folder = HUB[a.name][:2]
     revision = HfApi().dataset_info(repo, revision=a.revision).sha  # a branch or tag pinned to its commit
     a.fs, a.root = HfFileSystem(), f'datasets/{repo}@{revision}'
-    found = a.fs.find(f'{a.root}/{folder}'.rstrip('/'))
-    return repo, revision, sorted(p.split('/', 3)[3] for p in found if p.endswith(SOURCE_EXTS))  # under a.root
+    found = a.fs.find(f'{a.root}/{folder}'.rstrip('/'), detail=True)  # path -> info, with its size
+    a.sizes = {p.split('/', 3)[3]: info['size'] for p, info in found.items() if p.endswith(SOURCE_EXTS)}  # under root
+    return repo, revision, sorted(a.sizes)
 
 
 def open_source(a, rel):
@@ -329,8 +339,9 @@ def hub(a):
     stop = int(os.environ.get('NANOTOK_PREPARE_STOP_AFTER', -1))  # tests: an interrupt inside the piece after N
     pause = int(os.environ.get('NANOTOK_PREPARE_PAUSE_AFTER', -1))  # tests: wait for a real signal after N pieces
     ndocs, kept, run_pieces = sum(v['docs'] for v in sizes.values()), sum(v['bytes'] for v in sizes.values()), 0
-    prog = Progress(a.name, a.max_bytes, kept, {s: sizes[s]['docs'] for s in splits})
     pos = m['positions']
+    src_done = sum(a.sizes[rel] * done / n for rel, (done, n) in pos.items())  # source bytes read, about
+    prog = Progress(a.name, a.max_bytes, kept, {s: sizes[s]['docs'] for s in splits}, sum(a.sizes.values()), src_done)
     counts = lambda rel: pos[rel][1] if rel in pos else pos.setdefault(rel, [0, count_pieces(a, rel)])[1]
     try:
         pieces = piece_order(a, counts)
@@ -353,6 +364,7 @@ def hub(a):
             if m['finished']:
                 break
             pos[rel][0] += 1
+            prog.src_done += a.sizes[rel] / pos[rel][1]
             m['pieces'] += 1
             run_pieces += 1
             commit()

@@ -364,7 +364,9 @@ def test_progress_lines(tmp_path, monkeypatch, capsys):
     prepare.main(['fineweb', f'--source={tmp_path}/src', f'--out_dir={tmp_path}/out', '--test_docs=2', '--val_docs=1',
                   '--max_bytes=1e6'])
     lines = [l for l in capsys.readouterr().out.splitlines() if 'MB/s' in l]
-    assert lines and all('/ 1.0 MB (' in l and ' left, docs: test ' in l for l in lines), lines
+    assert lines and all('/ 1.0 MB (' in l and ' read, ' in l and ' left, docs: test ' in l for l in lines), lines
+    read = [int(l.split(', ')[2].split()[1][:-1]) for l in lines]  # 'source 45% read': what the time left uses
+    assert read == sorted(read) and read[-1] >= 50
     assert lines[-1].endswith(f'train {len(load(tmp_path / "out", "train")):,}')
 
 
@@ -415,9 +417,10 @@ def test_hub_listing_pins_and_records_the_revision(tmp_path, monkeypatch):
             return types.SimpleNamespace(sha='c0ffee' if revision in (None, 'main') else revision)
 
     class HfFileSystem:
-        def find(self, path):
-            assert path == prefix + 'sample/100BT'
-            return [prefix + p.relative_to(tmp_path / 'repo').as_posix() for p in (tmp_path / 'repo').rglob('*')]
+        def find(self, path, detail=False):
+            assert path == prefix + 'sample/100BT' and detail
+            return {prefix + p.relative_to(tmp_path / 'repo').as_posix(): {'size': p.stat().st_size}
+                    for p in (tmp_path / 'repo').rglob('*')}
 
         def open(self, path, mode):
             assert path.startswith(prefix)
