@@ -41,7 +41,7 @@ except ImportError:
 
 BOS = 256  # ids 0..255 are bytes, 256 opens every row; 257..319 pad the head to a multiple of 64 and are never sampled
 CERTAIN = 100.0  # the logit of a decision that is not drawn (forced ends, fixed gaters): sigmoid(100) = 1 in fp32
-WHITESPACE = (9, 10, 11, 12, 13, 32)  # \t \n \v \f \r and ' ': the whitespace gater and the boundary metrics
+WHITESPACE = (9, 10, 11, 12, 13, 32)  # \t \n \v \f \r and ' ': the whitespace gaters and the boundary metrics
 
 
 @dataclass
@@ -63,6 +63,7 @@ class UNetConfig:
     gate_scale: float = 1 / 16  # sequential gater: logit = softcap(scale * filter + logit(rate))
     gate_softcap: float = 6.0   # sequential gater: logit cap in train mode only (eval samples uncapped, as the paper)
     nawrot_temp: float = 0.5    # nawrot gater: relaxed Bernoulli temperature (Nawrot et al. 0.5, the paper's run 1.0)
+    word_rate: float = 0.0      # word gaters: the rule's own share of gated positions; > 0 moves the rate to `rate`
 
     def __post_init__(self): # a bad combination fails here, with its name, not deep inside forward
         if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
@@ -70,6 +71,8 @@ class UNetConfig:
         for name, table in (('gater', GATERS), ('downsampler', DOWNSAMPLERS), ('upsampler', UPSAMPLERS)):
             if getattr(self, name) not in table:
                 raise ValueError(f"unknown {name} '{getattr(self, name)}'; choose one of {', '.join(table)}")
+        if not 0 <= self.word_rate < 1:
+            raise ValueError(f"word_rate={self.word_rate} must be in [0, 1): the word rule's share of positions, 0 for none")
 
 
 PRESETS = {  # the paper's sizes, head size 64; the name counts parameters with both heads
@@ -248,9 +251,9 @@ def gather(z, ids):
 # Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, each (B, T).
 # x is the down layers' output. With `gates` given they are prescribed (no sampling) and the policy is scored on
 # them. Gates are floats; only `nawrot` lets a gradient through them. The model forces both ends afterwards.
-# For generation, gater.step(x, x_prev, byte, t, hist, u) -> gate_probs, gates (B,) decides one row position t >= 1
-# as forward does there: x, x_prev (B, C) the down states at t and t-1, byte (B,) the id at t, hist (B, w-1) the
-# gates at t-w+1..t-1 (0 before the row), u (B,) a uniform draw per row.
+# For generation, gater.step(x, x_prev, byte, byte_prev, t, hist, u) -> gate_probs, gates (B,) decides one row position
+# t >= 1 as forward does there: x, x_prev (B, C) the down states at t and t-1, byte, byte_prev (B,) the ids at t and t-1,
+# hist (B, w-1) the gates at t-w+1..t-1 (0 before the row), u (B,) a uniform draw per row.
 
 def logit(p):
     return math.log(p / (1 - p))
@@ -273,7 +276,7 @@ class UniformGater(nn.Module):
         probs = torch.full((B, T), self.rate, device=idx.device)
         return probs.logit(), probs, gates
 
-    def step(self, x, x_prev, byte, t, hist, u): # generation cannot fix a count ahead: Bernoulli(rate), as bernoulli
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u): # generation cannot fix a count ahead: Bernoulli(rate), as bernoulli
         p = torch.full_like(u, self.rate)
         return p, (u < p).float()
 
@@ -290,7 +293,7 @@ class BernoulliGater(nn.Module):
         gates = torch.bernoulli(probs) if gates is None else gates
         return probs.logit(), probs, gates
 
-    def step(self, x, x_prev, byte, t, hist, u):
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u):
         p = torch.full_like(u, self.rate)
         return p, (u < p).float()
 
@@ -308,9 +311,14 @@ class EquidistantGater(nn.Module):
         gates = probs if gates is None else gates
         return CERTAIN * (2 * probs - 1), probs, gates
 
-    def step(self, x, x_prev, byte, t, hist, u):
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u):
         p = torch.full_like(u, float(t % round(1 / self.rate) == 0))
         return p, p
+
+
+def is_space(idx):
+    """ idx (B, T) -> True at the WHITESPACE bytes; comparisons, as torch.isin would copy the tuple to the device """
+    return (idx == 32) | ((idx >= 9) & (idx <= 13))
 
 
 class WhitespaceGater(nn.Module):
@@ -320,13 +328,51 @@ class WhitespaceGater(nn.Module):
         super().__init__()
 
     def forward(self, x, idx, gates=None):
-        probs = torch.isin(idx, torch.tensor(WHITESPACE, device=idx.device)).float()
+        probs = is_space(idx).float()
         gates = probs if gates is None else gates
         return CERTAIN * (2 * probs - 1), probs, gates
 
-    def step(self, x, x_prev, byte, t, hist, u):
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u):
         p = self(x[:, None], byte[:, None])[1][:, 0]
         return p, p
+
+
+class WordEndsGater(nn.Module):
+    """ a control with word boundaries, causal: a gate on each whitespace byte whose previous byte is not whitespace, so
+        a chunk ends on the space after a word. word_rate > 0, the rule's own share of gated positions on the corpus,
+        moves the expected rate to `rate`: where the rule is silent a random gate with q = (rate - word_rate) /
+        (1 - word_rate), or (word_rate > rate) each rule gate kept with probability rate / word_rate """
+    onsets = False
+
+    def __init__(self, config):
+        super().__init__()
+        self.rate, self.word_rate = config.rate, config.word_rate
+
+    def probs(self, idx):
+        ws = is_space(idx)
+        before = F.pad(ws[:, :-1], (1, 0))                     # whitespace at t-1 (none before the row)
+        p = (~ws & before if self.onsets else ws & ~before).float()
+        if self.word_rate > self.rate:
+            return p * (self.rate / self.word_rate)
+        if self.word_rate > 0:
+            return p + (1 - p) * (self.rate - self.word_rate) / (1 - self.word_rate)
+        return p
+
+    def forward(self, x, idx, gates=None):
+        probs = self.probs(idx)
+        if gates is None: # the rule alone needs no draw
+            gates = (torch.rand(probs.shape, device=idx.device) < probs).float() if self.word_rate > 0 else probs
+        return probs.logit().clamp(-CERTAIN, CERTAIN), probs, gates
+
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u): # u < p is the rule's own gate where p is 0 or 1
+        p = self.probs(torch.stack([byte_prev, byte], 1))[:, 1]
+        return p, (u < p).float()
+
+
+class WordOnsetsGater(WordEndsGater):
+    """ a gate on each non-whitespace byte whose previous byte is whitespace: a chunk ends one byte into each word;
+        word_rate as in word_ends """
+    onsets = True
 
 
 class LinearGater(nn.Module):
@@ -344,7 +390,7 @@ class LinearGater(nn.Module):
         gates = torch.bernoulli(probs.detach()) if gates is None else gates
         return logits, probs, gates
 
-    def step(self, x, x_prev, byte, t, hist, u):
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u):
         p = torch.sigmoid(self.proj(x).squeeze(-1).float())
         return p, (u < p).float()
 
@@ -458,7 +504,7 @@ class SequentialGater(nn.Module):
         logits = self.logits_of(V, history)
         return logits, torch.sigmoid(logits), a[:, w - 1:]
 
-    def step(self, x, x_prev, byte, t, hist, u):
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u):
         p = torch.sigmoid(self.logits_of(self.filter(x).float()[:, None], hist[:, None]))[:, 0]
         return p, (u < p).float()
 
@@ -486,7 +532,7 @@ class NawrotGater(nn.Module):
             gates = (probs > 0.5).float() - probs.detach() + probs # forward 0/1, backward d s
         return logits, probs, gates
 
-    def step(self, x, x_prev, byte, t, hist, u): # the relaxed sample is > 1/2 iff logit + logistic noise > 0: p
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u): # the relaxed sample is > 1/2 iff logit + logistic noise > 0: p
         p = torch.sigmoid(self.mlp(x).squeeze(-1).float())
         return p, (u < p).float()
 
@@ -512,7 +558,7 @@ class HNetGater(nn.Module):
         logits = probs.clamp(1e-6, 1 - 1e-6).logit()
         return logits, probs, gates
 
-    def step(self, x, x_prev, byte, t, hist, u):
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u):
         p = self(torch.stack([x_prev, x], 1), None)[1][:, 1]
         return p, (p > 0.5).float()
 
@@ -522,6 +568,8 @@ GATERS = {
     'bernoulli': BernoulliGater,     # i.i.d. Bernoulli(rate)
     'equidistant': EquidistantGater, # every round(1/rate) bytes
     'whitespace': WhitespaceGater,   # at every whitespace byte
+    'word_ends': WordEndsGater,      # at the space after each word (a control)
+    'word_onsets': WordOnsetsGater,  # at each word's first byte (a control)
     'linear': LinearGater,           # independent learned gates, REINFORCE
     'sequential': SequentialGater,   # the paper's method: gates conditioned on the previous w-1 gates, REINFORCE
     'nawrot': NawrotGater,           # Gumbel-sigmoid + straight-through (Nawrot et al. 2023)
@@ -772,8 +820,8 @@ class ByteUNet(nn.Module):
                 x = block(x, cos, sin)
             for t in range(rg.size(1), L):
                 hist = F.pad(rg, (w - 1, 0))[:, t:]
-                g = torch.ones(B, device=dev) if t == 0 else self.gater.step(x[:, t], x[:, t - 1], row[:, t], t,
-                                                                              hist, ug[:, t])[1]
+                g = torch.ones(B, device=dev) if t == 0 else self.gater.step(x[:, t], x[:, t - 1], row[:, t], row[:, t - 1],
+                                                                              t, hist, ug[:, t])[1]
                 rg = torch.cat([rg, g[:, None]], 1)
             cache.clear()
             cache.update({b: KVCache(b.attn.window) for b in (*self.down, *self.mid, *self.up)})
@@ -798,7 +846,7 @@ class ByteUNet(nn.Module):
             for block in self.down:
                 x = block(x, cos, sin, cache[block])
             x = x[:, 0]
-            p, g = self.gater.step(x, s['x_prev'], byte, t, F.pad(s['rg'], (w - 1, 0))[:, t:], ug)
+            p, g = self.gater.step(x, s['x_prev'], byte, s['row'][:, -1], t, F.pad(s['rg'], (w - 1, 0))[:, t:], ug)
             total, count, r, fired = s['total'] + x, s['count'] + 1, s['r'], g > 0
             if fired.any(): # a chunk closes in some row: one mid step at RoPE position t, kept in those rows only
                 z, zpos = self.downsampler.step(x, total, count, t)
@@ -973,6 +1021,33 @@ def encode(text):
 def decode(ids):
     """ bytes back to text, specials dropped, invalid UTF-8 replaced """
     return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode('utf-8', errors='replace')
+
+
+BPE_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s""" # GPT-2's, as tiktoken's gpt2
+
+
+def load_bpe(name):
+    """ a tiktoken encoding by name ('gpt2', 'o200k_base', ...) or, for a name ending in '.tiktoken', one built from
+        that file (tiktoken's format: a line "base64(token) rank" per token) with GPT-2's pre-tokenisation BPE_PAT.
+        Raises an exception whose message names the cause; the callers make it one line """
+    try:
+        import tiktoken
+        from tiktoken.load import load_tiktoken_bpe
+    except ImportError:
+        raise ImportError("tiktoken is not installed (BPE guidance needs it): pip install tiktoken") from None
+    if not name.endswith('.tiktoken'):
+        if name not in tiktoken.list_encoding_names():
+            raise ValueError(f"unknown tiktoken encoding '{name}'; choose one of "
+                             f"{', '.join(tiktoken.list_encoding_names())}, or a file NAME.tiktoken")
+        return tiktoken.get_encoding(name)
+    if not os.path.isfile(name):
+        raise FileNotFoundError(f"no BPE file {name}")
+    import hashlib
+    with open(name, 'rb') as f: # tiktoken caches a file by its path: the hash makes an edited file be read again
+        sha = hashlib.sha256(f.read()).hexdigest()
+    ranks = load_tiktoken_bpe(name, expected_hash=sha)
+    return tiktoken.Encoding(name=os.path.basename(name)[:-len('.tiktoken')], pat_str=BPE_PAT, mergeable_ranks=ranks,
+                             special_tokens={})
 
 
 def bpe_ends(enc, data):

@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 
 import model
-from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, AddUpsampler, ByteUNet,
+from model import (BOS, BPE_PAT, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, AddUpsampler, ByteUNet,
                    HNetUpsampler, MeanDownsampler, NawrotDownsampler, NawrotGater, SequentialGater,
                    UNetConfig, attention, binomial_prior, boundary_counts, boundary_metrics, bpe_gates, chunk_ends,
-                   chunk_ids, decode, ema_scan, encode, gather, hnet_ratio_loss, nawrot_onehot, next_byte_nll,
-                   read_ids)
+                   chunk_ids, decode, ema_scan, encode, gather, hnet_ratio_loss, is_space, load_bpe, nawrot_onehot,
+                   next_byte_nll, read_ids)
 
 PAIRS = list(itertools.product(DOWNSAMPLERS, UPSAMPLERS)) # every (down, up) pair is valid, and causal
 COMBOS = [(g, d, u) for g in GATERS for d, u in PAIRS]  # every gater with every (down, up) pair
@@ -347,6 +347,47 @@ def test_whitespace_gates_exactly_at_whitespace():
     all_bytes = torch.arange(256)[None]
     _, probs, gates = GATERS['whitespace'](tiny())(torch.zeros(1, 256, 32), all_bytes)
     assert gates[0].nonzero().flatten().tolist() == [9, 10, 11, 12, 13, 32]
+
+
+def test_word_gaters_by_hand():
+    """ 'hi  you\tall': word_ends gates the first whitespace after each word (3 and 8), word_onsets each word's first
+        byte after whitespace (5 and 9; 'h' follows BOS, not whitespace); the model forces 0 and 11 on top """
+    idx = torch.tensor([encode('hi  you\tall')])
+    for gater, at in (('word_ends', [3, 8]), ('word_onsets', [5, 9])):
+        want = torch.zeros(1, 12, dtype=torch.long)
+        want[0, at] = 1
+        logits, probs, gates = GATERS[gater](tiny())(torch.zeros(1, 12, 32), idx)
+        assert torch.equal(gates.long(), want) and torch.equal(probs, gates), gater
+        assert torch.equal(logits, 100.0 * (2 * gates - 1)) # certain, as every fixed gater
+        want[0, [0, -1]] = 1
+        assert torch.equal(make_model(gater=gater)(idx)['gates'], want), gater
+
+
+@pytest.mark.parametrize('gater', ['word_ends', 'word_onsets'])
+@pytest.mark.parametrize('rate', [0.4, 0.1]) # above the rule's share (random gates added), below it (rule gates dropped)
+def test_word_rate_moves_the_realised_rate_to_rate(gater, rate):
+    """ with word_rate the rule's own share on these rows, the gates over 512 rows of 64 bytes are within 4 standard
+        deviations of rate (the sum of independent Bernoulli(p)); the rule's own positions keep most gates """
+    idx = rows(512, 64, seed=50)[:, 1:] # the gater's view of the positions 1..63 (position 0 is forced anyway)
+    rule = GATERS[gater](tiny())(None, idx)[2]
+    share = rule.mean().item()
+    assert 0.1 < share < 0.3 # the rows have words: the case is real
+    torch.manual_seed(51)
+    _, probs, gates = GATERS[gater](tiny(rate=rate, word_rate=share))(None, idx)
+    n = gates.numel()
+    assert abs(gates.sum().item() - n * rate) < 4 * math.sqrt((probs * (1 - probs)).sum().item()), gates.mean()
+    torch.testing.assert_close(probs.mean(), torch.tensor(rate)) # the expectation, exactly
+    assert (gates <= rule).all() if rate < share else (rule <= gates).all() # dropped from the rule, or added to it
+
+
+def test_word_rate_must_be_a_share():
+    for word_rate in (-0.1, 1.0):
+        with pytest.raises(ValueError, match='word_rate'):
+            tiny(word_rate=word_rate)
+
+
+def test_is_space_is_the_whitespace_bytes():
+    assert torch.equal(is_space(torch.arange(257)), torch.isin(torch.arange(257), torch.tensor(WHITESPACE)))
 
 
 def sequential_gater(w=8, seed=16, **kw):
@@ -804,16 +845,16 @@ def test_gater_step_is_the_forwards_distribution(gater):
     probs = m(idx, gates=g)['gate_probs'] # with its gates prescribed (nawrot's sampled probs are its relaxed sample)
     for t in range(1, T - 1):
         u = torch.rand(3)
-        p, gt = m.gater.step(x[:, t], x[:, t - 1], idx[:, t], t, F.pad(g, (w - 1, 0))[:, t:t + w - 1], u)
+        p, gt = m.gater.step(x[:, t], x[:, t - 1], idx[:, t], idx[:, t - 1], t, F.pad(g, (w - 1, 0))[:, t:t + w - 1], u)
         want = torch.full((3,), 0.2) if gater == 'uniform' else probs[:, t] # uniform: Bernoulli(rate)
         torch.testing.assert_close(p, want, rtol=0, atol=1e-5)
-        if gater in ('equidistant', 'whitespace', 'hnet'):
+        if gater in ('equidistant', 'whitespace', 'word_ends', 'word_onsets', 'hnet'):
             assert torch.equal(gt, g[:, t])
         else:
             assert torch.equal(gt, (u < p).float())
 
 
-@pytest.mark.parametrize('gater', ['whitespace', 'equidistant', 'hnet'])
+@pytest.mark.parametrize('gater', ['whitespace', 'word_ends', 'word_onsets', 'equidistant', 'hnet'])
 def test_generate_greedy_equals_rerunning_the_forward(gater):
     """ top_k=1 with a deterministic gater: the bytes and gates of re-running the whole row every step """
     m = make_model(gater=gater, downsampler='mean', upsampler='deviation').eval()
@@ -917,6 +958,27 @@ def test_bpe_gates_by_hand():
     assert bpe_gates(tiny_encoding(), b'the cat', 9).tolist() == [0, 0, 0, 0, 1, 0, 1, 0, 0]
     # 'the', '\xff' (an invalid byte is a token of its own), 'c', 'at': starts at 4, 5 and 6
     assert bpe_gates(tiny_encoding(), b'the\xffcat', 9).tolist() == [0, 0, 0, 0, 1, 1, 1, 0, 0]
+
+
+def test_load_bpe_builds_an_encoding_from_a_tiktoken_file(tmp_path):
+    """ a file in tiktoken's format (conftest's tiny ranks) gives an encoding with GPT-2's pre-tokenisation: a string
+        goes there and back, ' the' is one token; the file edited is read again (tiktoken caches by path); a missing
+        file and an unknown name raise with the cause """
+    import base64
+    from conftest import RANKS, needs
+    needs('tiktoken')
+    path = tmp_path / 'tiny.tiktoken'
+    path.write_text(''.join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in RANKS.items()))
+    enc = load_bpe(str(path))
+    text = "the cat sat on the log, 42 times!\n\t"
+    assert enc.decode(enc.encode_ordinary(text)) == text and enc._pat_str == BPE_PAT
+    assert enc.encode_ordinary(' the') == [RANKS[b' the']] and enc.name == 'tiny'
+    path.write_text(''.join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in RANKS.items() if r < 256))
+    assert len(load_bpe(str(path)).encode_ordinary(' the')) == 4 # bytes only now
+    with pytest.raises(FileNotFoundError, match='missing.tiktoken'):
+        load_bpe(str(tmp_path / 'missing.tiktoken'))
+    with pytest.raises(ValueError, match="'gpt9'"):
+        load_bpe('gpt9')
 
 
 @pytest.mark.parametrize('field', ['gater', 'downsampler', 'upsampler'])
