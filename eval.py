@@ -4,21 +4,29 @@ protocol) and the gold answer's bits-per-byte on PIQA, HellaSwag, ARC-Easy and L
 $ python eval.py --out_dir=out --tasks=fineweb,piqa,hellaswag,arc_easy,lambada # a table, and out_dir/eval.json
 $ python eval.py --out_dir=out --tasks=fineweb --split=val --limit=500         # a dataset without a test split
 $ python eval.py --out_dir=out --tasks=my_piqa --include_path=my_tasks/        # a task YAML of your own (local data)
+$ python eval.py --out_dir=out --tasks=ai2_arc                                 # a group or tag: one row per task
 fineweb: the first `limit` documents of the split, each row BOS + the document's first block_size-1 bytes; bpb is the
 mean of per-document bpb (the paper's headline), corpus_bpb the byte-weighted one. The other tasks: zero-shot through
 the harness with the ByteLM adapter below; bpb there is the bits of the gold choice's continuation over its bytes.
 Stochastic gaters draw one gate sample per row, seeded torch.manual_seed(seed + k) for batch k.
+fineweb needs only torch and numpy; lm_eval (and datasets) are imported only for the other tasks. When the hub cannot
+be reached, they run offline (HF_HUB_OFFLINE=1): cached and local data only, and one line for the rest.
 """
 import difflib
 import json
 import math
 import os
+import re
+import socket
 import sys
+import threading
+import urllib.parse
+import urllib.request
 from contextlib import nullcontext
+from pathlib import Path
 
 import numpy as np
 import torch
-from lm_eval.api.model import LM
 
 from model import boundary_counts, boundary_metrics, bpe_gates, load_checkpoint, next_byte_nll
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
@@ -26,6 +34,8 @@ from model import BOS as _BOS # '_': a constant, not a config key for the config
 PAPER_TASKS = {'piqa': 'piqa', 'hellaswag': 'hellaswag', 'arc_easy': 'arc_easy', 'lambada': 'lambada_openai'}
 BOUNDARY = ('rate', 'ws_boundary', 'word_boundary', 'boundary_precision') # fineweb: model.boundary_metrics
 STOCHASTIC = ('uniform', 'bernoulli', 'linear', 'sequential', 'nawrot') # gaters that sample their gates
+TEST_SPLIT = ('fineweb', 'codeparrot') # the datasets prepare.py gives a test split; pycode and files never have one
+SCORED = ('multiple_choice', 'loglikelihood', 'loglikelihood_rolling') # the output types ByteLM can run
 
 
 @torch.no_grad()
@@ -68,10 +78,11 @@ def fineweb_metrics(nll, nbytes, counts):
                 corpus_bpb=nll.sum() / nbytes.sum() / math.log(2), bytes=int(nbytes.sum()), **boundary_metrics(counts))
 
 
-class ByteLM(LM):
-    """ lm-evaluation-harness's model interface for a ByteUNet. A request's text is its UTF-8 bytes; a row is BOS +
-        the last block_size-1 bytes of context + continuation (left-truncated, BOS kept in front as in training).
-        Requests are scored in batches of similar length; batch k draws its gates with seed + k. """
+class ByteLM:
+    """ lm-evaluation-harness's model interface for a ByteUNet (harness_lm makes it an lm_eval LM). A request's text
+        is its UTF-8 bytes; a row is BOS + the last block_size-1 bytes of context + continuation (left-truncated, BOS
+        kept in front as in training). Requests are scored in batches of similar length; batch k draws its gates with
+        seed + k. """
 
     def __init__(self, model, batch_size=8, seed=1337, ctx=nullcontext(), enc=None):
         super().__init__()
@@ -141,6 +152,97 @@ def gold_bpb(samples):
     return np.array(out)
 
 
+def harness_lm(*args):
+    """ ByteLM as an lm_eval LM (simple_evaluate checks isinstance), lm_eval imported only here """
+    from lm_eval.api.model import LM
+
+    class HarnessByteLM(ByteLM, LM):
+        pass
+    return HarnessByteLM(*args)
+
+
+def check_device(device):
+    """ --device -> its torch.device type, or one line when this machine has no such device """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise SystemExit(f"eval.py: --device={device} is not a device; use cpu, cuda, cuda:N or mps") from None
+    n = torch.cuda.device_count() if dev.type == 'cuda' else 0
+    if dev.type == 'cuda' and n == 0:
+        raise SystemExit(f"eval.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
+    if dev.type == 'cuda' and (dev.index or 0) >= n:
+        raise SystemExit(f"eval.py: --device={device} but this machine has {n} CUDA GPU(s); use cuda:0 .. cuda:{n - 1}")
+    if dev.type == 'mps' and not torch.backends.mps.is_available():
+        raise SystemExit(f"eval.py: --device={device} but MPS (Apple silicon) is not available here; use --device=cpu")
+    if dev.type not in ('cpu', 'cuda', 'mps'):
+        raise SystemExit(f"eval.py: --device={device}: eval.py runs on cpu, cuda or mps")
+    return dev.type
+
+
+def hub_reachable(timeout=3.0):
+    """ does a TCP connection to the hub (HF_ENDPOINT, or the https proxy in between) open within `timeout` seconds?
+        In a thread, since a DNS lookup ignores socket timeouts """
+    url = urllib.request.getproxies().get('https') or os.environ.get('HF_ENDPOINT') or 'https://huggingface.co'
+    u, ok = urllib.parse.urlsplit(url if '//' in url else '//' + url), []
+
+    def connect():
+        try:
+            socket.create_connection((u.hostname, u.port or (80 if u.scheme == 'http' else 443)), timeout).close()
+            ok.append(True)
+        except Exception: # no route, no DNS, a bad port: unreachable
+            pass
+    t = threading.Thread(target=connect, daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(ok)
+
+
+_DECL = re.compile(r'^["\']?(task|group|tag)["\']?:[ \t]*([^\n#]*)((?:\n[ \t]*-[^\n#]*)*)', re.M) # a name, or a list
+
+
+def scan_tasks(roots):
+    """ [(folder, whole)] -> {name: folders}: every task, group and tag name declared at the top of a task YAML
+        (`task: x`, `"group": "x"`, `tag: [x, y]` or a list), and the tags of the templates they include (files with
+        no extension, like _template_yaml), by a text scan of a few seconds (the harness's own index parses its ~14k
+        YAMLs with their includes: 20-135 s). A folder is the first level under the root (lm-eval's tasks/arc,
+        tasks/mmlu) or, when `whole`, the root itself (an --include_path) """
+    found = {}
+    for root, whole in roots:
+        for p in sorted(p for p in Path(root).rglob('*') if p.suffix in ('.yaml', '') and p.is_file()):
+            folder = str(root) if whole else str(root / p.relative_to(root).parts[0])
+            for key, value, items in _DECL.findall(p.read_text(errors='replace')):
+                value = value.strip()
+                if key != 'tag' and (value.startswith('[') or p.suffix != '.yaml'): # a group's members; a template
+                    continue
+                for name in re.split(r'[\[\],]', value) + (items.split('\n') if key == 'tag' else []):
+                    if name := name.strip(' \t-\'"'):
+                        found.setdefault(name, set()).add(folder)
+    return found
+
+
+def check_tasks(names, include_path=''):
+    """ harness names -> {name: folders} from scan_tasks, or one line, in seconds: lm_eval is missing, the
+        --include_path is not a folder, or a name is unknown (with the closest ones) """
+    try:
+        import lm_eval # the package alone is light; its TaskManager imports datasets, after the offline check
+    except ImportError as e:
+        raise SystemExit(f"eval.py: --tasks={','.join(names)} needs lm-evaluation-harness ({e}): pip install lm-eval; "
+                         f"--tasks=fineweb runs without it") from None
+    if include_path and not os.path.isdir(include_path):
+        raise SystemExit(f"eval.py: --include_path={include_path} is not a folder; pass a folder of task YAMLs")
+    roots = [(Path(lm_eval.__file__).parent / 'tasks', False)] + ([(Path(include_path), True)] if include_path else [])
+    known = scan_tasks(roots)
+    for name in names:
+        if name not in known:
+            head = sorted((k for k in known if name.startswith(k + '_')), key=len)[-1:] # piqa_typo: piqa first
+            near = head + difflib.get_close_matches(name, [*known, 'fineweb', *PAPER_TASKS], n=4)
+            near = list(dict.fromkeys(near))[:4] # (piqa is both a task and a paper name)
+            close = f" (closest: {', '.join(near)})" if near else ''
+            raise SystemExit(f"eval.py: unknown task '{name}' in --tasks{close}; use fineweb, "
+                             f"{', '.join(PAPER_TASKS)}, any lm-eval task, group or tag, or one in --include_path")
+    return known
+
+
 def is_offline_error(e):
     """ an exception (or one it came from) that says the hub could not be reached """
     while e is not None:
@@ -152,31 +254,57 @@ def is_offline_error(e):
     return False
 
 
-def load_tasks(names, include_path=''):
-    """ harness task names -> {name: Task} with their data loaded, and the TaskManager; a local YAML folder is searched first and the harness's
-        own index only for names not found there (building it takes ~20 s). One-line errors: unknown task, no data """
+def reached(tm, names):
+    """ the names and every name their groups list as members, through nested groups (tm None: the names) """
+    seen, todo = set(), list(names)
+    while todo:
+        if (n := todo.pop()) in seen:
+            continue
+        seen.add(n)
+        e = tm.task_index.get(n) if tm else None
+        members = e.cfg.get('task') if e is not None and e.kind.name == 'GROUP' else None
+        for m in members if isinstance(members, list) else []:
+            todo += [m] if isinstance(m, str) else [m[k] for k in ('task', 'group') if isinstance(m.get(k), str)]
+    return seen
+
+
+def load_tasks(names, known, include_path=''):
+    """ harness task, group or tag names (all in `known`, scan_tasks's) -> {name: [Task, ...]} with their data loaded,
+        and the TaskManager. The harness indexes only the folders that declare the names and their groups' members
+        (seconds, not the 20-135 s of its whole index), an --include_path last, so that it overrides. A group or tag
+        is its tasks, or one line when some of them generate text. One-line errors: no network, no data """
     from lm_eval.tasks import TaskManager
-    tm = TaskManager(include_path=include_path, include_defaults=False) if include_path else None
-    if tm is None or not set(names) <= set(tm.all_tasks):
-        tm = TaskManager(include_path=include_path or None)
-    for name in names:
-        if name not in tm.all_tasks:
-            near = difflib.get_close_matches(name, tm.all_tasks, n=3)
-            raise SystemExit(f"eval.py: unknown task '{name}' in --tasks; use fineweb, {', '.join(PAPER_TASKS)}, any "
-                             f"lm-eval task{' (close: ' + ', '.join(near) + ')' if near else ''}, or a YAML in --include_path")
-    tasks = {}
+    inc = str(Path(include_path)) if include_path else None
+    dirs, tm = set(), None
+    while not (need := set().union(*(known.get(n, set()) for n in reached(tm, names)))) <= dirs:
+        dirs |= need # a group's members may live in other folders: index those too, until nothing new is reached
+        tm = TaskManager(include_path=sorted(dirs - {inc}) + ([inc] if inc else []), include_defaults=False)
+    jobs = {}
     for name in names:
         try:
-            tasks.update(tm.load([name])['tasks']) # builds the task, which downloads its data
+            jobs[name] = list(tm.load([name])['tasks'].values()) # builds the tasks, which downloads their data
         except Exception as e:
             why = str(e).partition('\n')[0][:200]
             if is_offline_error(e):
-                raise SystemExit(f"eval.py: cannot fetch the data of task '{name}' from the Hugging Face hub: no network "
-                                 f"({type(e).__name__}: {why}); to run offline, point a task at a local copy: a YAML with "
-                                 f"dataset_path: json and dataset_kwargs: {{data_files: {{validation: FILE.jsonl}}}}, "
-                                 f"passed with --include_path=DIR (README: reproducing the paper's table)")
+                raise SystemExit(f"eval.py: cannot fetch the data of task '{name}' from the Hugging Face hub: no "
+                                 f"network ({type(e).__name__}: {why}); to run offline, point a task at a local copy: "
+                                 f"a YAML with dataset_path: json and dataset_kwargs: {{data_files: {{validation: "
+                                 f"FILE.jsonl}}}}, passed with --include_path=DIR (README: reproducing the paper's "
+                                 f"table)")
             raise SystemExit(f"eval.py: cannot load task '{name}': {type(e).__name__}: {why}")
-    return tasks, tm
+        if not jobs[name]:
+            raise SystemExit(f"eval.py: '{name}' in --tasks holds no tasks; name its tasks instead")
+        gen = [t.task_name for t in jobs[name] if getattr(t, 'OUTPUT_TYPE', None) not in SCORED]
+        if gen and tm.task_index[name].kind.name in ('TASK', 'PY_TASK'):
+            raise SystemExit(f"eval.py: task '{name}' generates text ({jobs[name][0].OUTPUT_TYPE}), which a "
+                             f"likelihood scorer cannot run; use a multiple-choice or loglikelihood task")
+        if gen:
+            kind, have = tm.task_index[name].kind.name.lower(), sorted(t.task_name for t in jobs[name])
+            rest = sorted(set(have) - set(gen))
+            raise SystemExit(f"eval.py: {kind} '{name}' holds {len(have)} tasks ({', '.join(have)}), of which "
+                             f"{', '.join(sorted(gen))} generate text, which a likelihood scorer cannot run; "
+                             + (f"pass the others: --tasks={','.join(rest)}" if rest else "none can run here"))
+    return jobs, tm
 
 
 def harness_task(lm, task, tm, limit=None):
@@ -193,10 +321,40 @@ def harness_task(lm, task, tm, limit=None):
     return row
 
 
+def read_meta(path):
+    """ data/NAME/meta.json, prepare.py's record of the data (source, revision, args, splits), or None without one """
+    f = os.path.join(path, 'meta.json')
+    if not os.path.exists(f):
+        return None
+    try:
+        meta = json.load(open(f))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"eval.py: cannot read {f} ({type(e).__name__}: {str(e)[:100]}); rerun prepare.py to write "
+                         f"it again, or remove it") from None
+    if not isinstance(meta, dict):
+        raise SystemExit(f"eval.py: {f} is not prepare.py's meta.json (not a JSON object); rerun prepare.py, or "
+                         f"remove it")
+    return meta
+
+
+def split_error(path, name, split):
+    """ the one line for a missing split: pycode and files datasets never have a test split, so say --split=val """
+    have = sorted(f[:-len('_offsets.npy')] for f in os.listdir(path) if f.endswith('_offsets.npy')) \
+        if os.path.isdir(path) else []
+    if split == 'test' and name not in TEST_SPLIT:
+        return (f"eval.py: {name} has no test split (prepare.py makes one for {' and '.join(TEST_SPLIT)} only); "
+                f"pass --split=val" + ('' if have else f", after `python prepare.py {name}` has made {path}"))
+    if not have:
+        return f"eval.py: no dataset in {path}; make it with `python prepare.py {name}`"
+    fix = f"make it with `python prepare.py {name}`, or " if split == 'test' else ''
+    return f"eval.py: no {split} split in {path} (it has {', '.join(have)}); {fix}pass --split={have[-1]}"
+
+
 if __name__ == '__main__': # the script; the functions above can be imported by the tests
+    sys.stdout.reconfigure(line_buffering=True) # progress reaches a pipe (tee, nohup, a scheduler's log) at once
     # -----------------------------------------------------------------------------
     out_dir = 'out' # reads out_dir/ckpt.pt, writes out_dir/eval.json
-    tasks = 'fineweb,piqa,hellaswag,arc_easy,lambada' # fineweb: the test split protocol; others: lm-eval task names
+    tasks = 'fineweb,piqa,hellaswag,arc_easy,lambada' # fineweb: the test split protocol; others: lm-eval names
     split = 'test' # fineweb: the split of the checkpoint's dataset ('val' for a dataset without a test split)
     limit = 4000 # fineweb: the first `limit` documents (the paper: 4000 of FineWeb's 32,768 test documents)
     task_limit = 0 # harness tasks: only the first task_limit samples of each (0: all; for a quick look)
@@ -207,7 +365,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     seed = 1337 # gate sampling: batch k is seeded seed + k
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
     dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
-    exec(open('configurator.py').read()) # overrides from command line or config file
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
     # -----------------------------------------------------------------------------
     ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
     if ptdtype is None:
@@ -215,39 +373,42 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     for k in ('batch_size', 'limit'):
         if globals()[k] <= 0:
             raise SystemExit(f"eval.py: --{k}={globals()[k]} must be positive")
-    if device.startswith('cuda') and not torch.cuda.is_available():
-        raise SystemExit(f"eval.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
-    device_type = 'cuda' if 'cuda' in device else 'cpu'
+    if task_limit < 0:
+        raise SystemExit(f"eval.py: --task_limit={task_limit} must be >= 0 (0: all samples)")
+    device_type = check_device(device)
     ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
     names = [t.strip() for t in tasks.split(',') if t.strip()]
     if not names:
         raise SystemExit("eval.py: --tasks is empty; e.g. --tasks=fineweb,piqa,hellaswag,arc_easy,lambada")
+    lm_names = [PAPER_TASKS.get(t, t) for t in names if t != 'fineweb']
+    known = check_tasks(lm_names, include_path) if lm_names else {} # an unknown name fails in seconds
 
     model, checkpoint = load_checkpoint(out_dir, device, 'eval.py')
     ckpt_path = os.path.join(out_dir, 'ckpt.pt')
     cfg = checkpoint['config']
+    path = os.path.join(data_dir or cfg.get('data_dir', 'data'), dataset or cfg['dataset'])
+    meta = read_meta(path) # prepare.py's record of the data, shown under the table and kept in eval.json
     enc = None
     if cfg.get('prescribe') == 'bpe': # trained on BPE boundaries: evaluated on them (they look ahead, see model.py)
-        import tiktoken
+        from model import load_bpe # a tiktoken name or a .tiktoken file; tiktoken only on this path
         try:
-            enc = tiktoken.get_encoding(cfg['bpe_encoding'])
+            enc = load_bpe(cfg['bpe_encoding'])
         except Exception as e:
-            raise SystemExit(f"eval.py: cannot load tiktoken encoding '{cfg['bpe_encoding']}' of this BPE-guided "
-                             f"model ({type(e).__name__}); no network? set TIKTOKEN_CACHE_DIR to a cached copy")
+            raise SystemExit(f"eval.py: cannot load the BPE encoding '{cfg['bpe_encoding']}' of this BPE-guided "
+                             f"model: {str(e).partition(chr(10))[0]}") from None
     gater = 'bpe (prescribed)' if enc else model.config.gater
     gates_note = (f"gates: {gater} samples them, one sample per row, batch k seeded {seed} + k" if gater in STOCHASTIC
                   else f"gates: {gater}, deterministic")
 
-    if 'fineweb' in names: # its data first: a missing split fails before the slow harness index is built
-        path = os.path.join(data_dir or cfg.get('data_dir', 'data'), dataset or cfg['dataset'])
+    if 'fineweb' in names: # its data first: a missing split fails before the harness loads anything
         if not os.path.exists(os.path.join(path, f'{split}_offsets.npy')):
-            name = dataset or cfg['dataset']
-            raise SystemExit(f"eval.py: no {split} split in {path} ({split}_offsets.npy); make it with `python "
-                             f"prepare.py {name}` (fineweb and codeparrot have one), or pass --split=val")
+            raise SystemExit(split_error(path, dataset or cfg['dataset'], split))
         data = np.memmap(os.path.join(path, f'{split}.bin'), dtype=np.uint8, mode='r')
         offsets = np.load(os.path.join(path, f'{split}_offsets.npy'))
-    lm_names = [PAPER_TASKS.get(t, t) for t in names if t != 'fineweb']
-    harness, tm = load_tasks(lm_names, include_path) if lm_names else ({}, None)
+    if lm_names and not any(os.environ.get(k, '').lower() in ('1', 'true', 'yes', 'on')
+                            for k in ('HF_HUB_OFFLINE', 'HF_DATASETS_OFFLINE')) and not hub_reachable():
+        os.environ['HF_HUB_OFFLINE'] = os.environ['HF_DATASETS_OFFLINE'] = '1' # before datasets is imported: no retries
+    harness, tm = load_tasks(lm_names, known, include_path) if lm_names else ({}, None)
 
     print(f"{ckpt_path}: iter {checkpoint['iter_num']}, {model.get_num_params() / 1e6:.2f}M parameters; {gates_note}")
     results = {}
@@ -256,21 +417,32 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
         docs = [data[offsets[i]:offsets[i + 1]] for i in range(n)]
         r = fineweb_metrics(*split_rows(model, docs, batch_size, seed, ctx, enc))
         results['fineweb'] = dict(r, dataset=path, split=split)
-    lm = ByteLM(model, batch_size, seed, ctx, enc)
+    lm = harness_lm(model, batch_size, seed, ctx, enc) if lm_names else None
     for t, name in zip([t for t in names if t != 'fineweb'], lm_names):
-        results[t] = harness_task(lm, harness[name], tm, task_limit or None)
+        if len(harness[name]) > 1 or harness[name][0].task_name != name: # a group or tag: one row per task
+            print(f"{t}: a {tm.task_index[name].kind.name.lower()} of {len(harness[name])} tasks: "
+                  + ', '.join(task.task_name for task in harness[name]))
+        for task in harness[name]:
+            results[t if task.task_name == name else task.task_name] = harness_task(lm, task, tm, task_limit or None)
 
-    print(f"{'task':<12}{'n':>7}{'bpb':>9}{'± se':>9}{'acc':>8}{'acc_norm':>10}   other")
+    w = max(12, *(len(t) + 2 for t in results))
+    print(f"{'task':<{w}}{'n':>7}{'bpb':>9}{'± se':>9}{'acc':>8}{'acc_norm':>10}   other")
     show = lambda v, w, f: f"{v:>{w}{f}}" if v is not None else f"{'-':>{w}}"
     for t, r in results.items():
         other = ', '.join(f"{k} {v:.4f}" for k, v in r.items() if k in BOUNDARY or k == 'corpus_bpb')
         other += f" ({r['dataset']} {r['split']})" if t == 'fineweb' else ''
-        print(f"{t:<12}{r['n']:>7}{show(r['bpb'], 9, '.4f')}{show(r['bpb_se'], 9, '.4f')}{show(r.get('acc'), 8, '.4f')}"
-              f"{show(r.get('acc_norm'), 10, '.4f')}   {other}")
+        print(f"{t:<{w}}{r['n']:>7}{show(r['bpb'], 9, '.4f')}{show(r['bpb_se'], 9, '.4f')}"
+              f"{show(r.get('acc'), 8, '.4f')}{show(r.get('acc_norm'), 10, '.4f')}   {other}")
+    if meta is not None: # where the data came from: prepare.py's meta.json
+        args = meta.get('args')
+        args = ' '.join(f"--{k}={v}" for k, v in args.items()) if isinstance(args, dict) else args
+        print(f"data {path}: source {meta.get('source')}, revision {meta.get('revision') or 'not pinned'}, "
+              f"prepare.py {args}")
     nan_to_none = lambda v: None if isinstance(v, float) and math.isnan(v) else v # JSON has no NaN
     results = {t: {k: nan_to_none(v) for k, v in r.items()} for t, r in results.items()}
     out = dict(command=' '.join([os.path.basename(sys.executable), *sys.argv]), checkpoint=ckpt_path,
-               iter_num=checkpoint['iter_num'], gate_seed=seed, gates=gates_note, tasks=results)
+               iter_num=checkpoint['iter_num'], gate_seed=seed, gates=gates_note, tasks=results, dataset=path,
+               data=meta)
     with open(os.path.join(out_dir, 'eval.json'), 'w') as f:
         json.dump(out, f, indent=1, default=float)
     print(f"wrote {os.path.join(out_dir, 'eval.json')}")
