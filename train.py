@@ -19,6 +19,8 @@ The gater's training signal, inline in the loop below, departs from textbook REI
 
 import os
 import sys
+if hasattr(sys.stdout, 'reconfigure'): # a file or a pipe (not a StringIO, in-process)
+    sys.stdout.reconfigure(line_buffering=True) # each line as it is printed, through a pipe too (tee, nohup, batch logs)
 import json
 import math
 import time
@@ -54,7 +56,7 @@ wandb_project = 'nanotok'
 wandb_run_name = 'run'
 # data
 dataset = 'pycode' # data/<dataset>/{train,val}.bin and {train,val}_offsets.npy, written by prepare.py
-data_dir = 'data'
+data_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data') # the data/ folder next to train.py
 gradient_accumulation_steps = 1 # over all processes: each one runs this / world_size micro-steps
 batch_size = 8 # rows per micro-step and process
 block_size = 256 # bytes per row, BOS included: a row is BOS + a window of block_size-1 bytes of a document
@@ -70,13 +72,14 @@ gater = 'sequential'
 downsampler = 'select'
 upsampler = 'add'
 rate = 0.2 # share of bytes that end a chunk: the gater's prior and the rate loss's target
+word_rate = 0.0 # word_ends/word_onsets: the rule's own share of gated bytes; > 0 tops it up (or thins it) to rate
 filter_size = 8
 gate_scale = 1.0 # the quick start's; the paper's 1/16 (config/method_sequential.py) learns 16x slower
 gate_softcap = 6.0
 nawrot_temp = 0.5
 # boundaries prescribed from outside the model ('' or 'bpe': a gate at the first byte of each tiktoken token)
 prescribe = ''
-bpe_encoding = 'gpt2'
+bpe_encoding = 'gpt2' # a tiktoken encoding ('gpt2', 'o200k_base', ...) or a .tiktoken file of ranks (model.load_bpe)
 # losses: (1-early_weight) CE + early_weight CE_early + pg_weight PG + rate_weight rate_loss
 early_weight = 0.1 # lambda_e: the early-exit head's share of the byte loss
 pg_weight = 0.1 # lambda_pi: the score-function (REINFORCE) loss of the gater (the paper's 0.01 in method_sequential.py)
@@ -101,31 +104,42 @@ dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported
 compile = False # torch.compile the model (one graph for every chunk count: the mid level's length is dynamic)
 peak_flops = 0.0 # MFU's denominator in FLOP/s; 0: the GPU's bf16 dense peak from model.PEAK_FLOPS by its name
 seed = 1337
-# fault injection, for tests/test_train.py only (-1: off)
-signal_at_iter = -1 # rank 0 sends itself SIGTERM during this iteration: a preemption at a known step
-nan_at_iter = -1 # the last rank's loss is NaN in this iteration and the next nan_iters-1
-nan_iters = 1
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
-exec(open('configurator.py').read()) # overrides from the command line or a config file
+root = os.path.dirname(os.path.abspath(__file__)) # the repository: configurator.py, prepare.py, config/, data/
+exec(open(os.path.join(root, 'configurator.py')).read()) # overrides from the command line or a config file
 config = {k: globals()[k] for k in config_keys} # will be useful for logging
 model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
 from model import BOS # after the configurator, so it is not a config key
+# fault injection for tests/test_train.py, from the environment, not options: NANOTOK_SIGNAL_AT_ITER=i (rank 0 sends
+# itself SIGTERM in iteration i), NANOTOK_NAN_AT_ITER=i and NANOTOK_NAN_ITERS=n (the last rank's loss is NaN in
+# iterations i..i+n-1); -1: off
+signal_at_iter, nan_at_iter, nan_iters = (int(os.environ.get(f'NANOTOK_{k}', d)) for k, d in
+                                          (('SIGNAL_AT_ITER', -1), ('NAN_AT_ITER', -1), ('NAN_ITERS', 1)))
 # values the configurator cannot judge by their type: one line each, before any work starts
 for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters', 'eval_interval', 'log_interval',
           'max_bad_steps'):
     if config[k] <= 0:
         raise SystemExit(f"train.py: --{k}={config[k]} must be positive")
+if not 0 < rate < 1: # 0 was a math domain error, 1.5 trained at 0.98, and uniform skipped every step
+    raise SystemExit(f"train.py: --rate={rate} must be in (0, 1), the share of bytes that end a chunk, e.g. 0.2")
+if not 0 <= word_rate < 1:
+    raise SystemExit(f"train.py: --word_rate={word_rate} must be in [0, 1), the rule's share of gated bytes (0: off)")
 if rate_loss not in ('ours', 'hnet', 'binomial'):
     raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours', 'hnet' or 'binomial'")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     raise SystemExit(f"train.py: --dtype={dtype}: use float32, bfloat16 or float16")
-if device.startswith('cuda') and not torch.cuda.is_available():
-    raise SystemExit(f"train.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu --dtype=float32")
 try:
-    torch.device(device)
-except RuntimeError as e:
-    raise SystemExit(f"train.py: --device={device}: {e}")
+    dev = torch.device(device)
+except RuntimeError:
+    dev = None
+if dev is None or dev.type not in ('cpu', 'cuda', 'mps'):
+    raise SystemExit(f"train.py: --device={device} is not a device: use cpu, cuda, cuda:N or mps")
+if dev.type == 'cuda' and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+    have = f"{torch.cuda.device_count()} CUDA GPU(s) (cuda:0..)" if torch.cuda.is_available() else "no CUDA GPU"
+    raise SystemExit(f"train.py: --device={device} but this PyTorch sees {have}; use --device=cuda:0 or --device=cpu")
+if dev.type == 'mps' and not torch.backends.mps.is_available():
+    raise SystemExit(f"train.py: --device={device} but MPS (Apple GPUs, macOS) is not available here; use --device=cpu")
 try:
     UNetConfig(**{k: config[k] for k in model_keys}) # checks the variant names and their combination
 except ValueError as e:
@@ -152,28 +166,59 @@ if gradient_accumulation_steps % ddp_world_size and (ddp_world_size % gradient_a
                      f"of {ddp_world_size}, or a divisor of {ddp_world_size} and a batch_size that its share divides")
 accum = max(1, gradient_accumulation_steps // ddp_world_size) # micro-steps of this process
 rows_per_iter = gradient_accumulation_steps * batch_size # over all processes
-if master_process:
-    os.makedirs(out_dir, exist_ok=True)
-    print(f"{rows_per_iter} rows of up to {block_size} bytes per iteration ({ddp_world_size} processes)")
 device_type = 'cuda' if 'cuda' in device else 'cpu'
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 # mixed precision on any device: on a CPU with avx512_bf16 or AMX, bfloat16 matmuls run 4-5x faster than float32
 ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type, getattr(torch, dtype))
 
+# the run: from scratch into an out_dir without a checkpoint, or resumed from out_dir/ckpt.pt, never overwriting one
+iter_num, best_val_loss, bytes_seen, bad_steps, off_target = 0, 1e9, 0, 0, 0
+ckpt_path, log_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl')
+if init_from == 'auto': # a requeued job reruns the same command: resume if a checkpoint is there
+    init_from = 'resume' if os.path.exists(ckpt_path) else 'scratch'
+    if master_process:
+        print(f"init_from='auto': " + ('resuming from ' if init_from == 'resume' else 'from scratch, no ') + ckpt_path)
+if init_from == 'scratch' and os.path.exists(ckpt_path):
+    raise SystemExit(f"train.py: {ckpt_path} exists; continue it with --init_from=resume (or auto), or start over "
+                     f"with another --out_dir or after removing it")
+if init_from == 'resume':
+    if not os.path.exists(ckpt_path):
+        raise SystemExit(f"train.py: init_from='resume' but there is no {ckpt_path}")
+    try: # a file cut short by a kill mid-copy, or another program's ckpt.pt: one line, not a traceback
+        checkpoint = torch.load(ckpt_path, map_location='cpu', weights_only=True) # to the device with the model
+        saved = UNetConfig(**checkpoint['model_args']) # the architecture is the checkpoint's
+        iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
+        bytes_seen = checkpoint['bytes_seen']
+        bad_steps, off_target = checkpoint.get('bad_steps', 0), checkpoint.get('off_target', 0)
+    except Exception as e:
+        why = type(e).__name__ + ('' if 'weights_only' in str(e) else f": {str(e).partition(chr(10))[0][:150]}")
+        raise SystemExit(f"train.py: {ckpt_path} is truncated or not a nanotok checkpoint ({why}); to start over, "
+                         f"move it away (or use another --out_dir) and rerun with --init_from=scratch")
+    clash = [k for k in model_keys if k in _overrides and globals()[k] != getattr(saved, k)]
+    if clash: # model flags a resume would otherwise ignore: refused by name, not silently dropped
+        raise SystemExit(f"train.py: resuming {ckpt_path}, whose model has "
+                         + ', '.join(f"{k}={getattr(saved, k)}" for k in clash) + ": drop "
+                         + ' '.join(f"--{k}={globals()[k]}" for k in clash) + " (a resumed run keeps its model), "
+                         "or start a new run with another --out_dir")
+    for k in model_keys: # what runs, and what the checkpoint's config records, is the checkpoint's model
+        globals()[k] = config[k] = getattr(saved, k)
+elif init_from != 'scratch':
+    raise SystemExit(f"train.py: init_from must be 'scratch', 'resume' or 'auto', not '{init_from}'")
+if master_process:
+    print(f"{rows_per_iter} rows of up to {block_size} bytes per iteration ({ddp_world_size} processes)")
+
 # data: documents as bytes, cut into rows; a row is BOS + a window of up to block_size-1 consecutive bytes of one
 # document (a document of n bytes gives ceil(n/(block_size-1)) rows), the last one padded with a loss mask
 data_path = os.path.join(data_dir, dataset)
 needed = [os.path.join(data_path, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
-if not any(map(os.path.exists, needed)):
-    if dataset == 'pycode' and master_process: # the embedded corpus needs no network: make it now
-        print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
-        subprocess.run([sys.executable, 'prepare.py', 'pycode', f'--out_dir={data_path}'], check=True)
-    if ddp:
-        dist.barrier()
-remake = f"run `python prepare.py {dataset} --out_dir={data_path}` to make it again"
-for f in needed:
-    if not os.path.exists(f):
-        raise SystemExit(f"train.py: {f} is missing: {remake}")
+if dataset == 'pycode' and master_process and not any(map(os.path.exists, needed)): # no network needed: make it now
+    print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
+    subprocess.run([sys.executable, os.path.join(root, 'prepare.py'), 'pycode', f'--out_dir={data_path}'])
+if ddp:
+    dist.barrier() # every rank, whatever its node holds: rank 0 may be making the data
+named = dataset in ('pycode', 'pydocs', 'fineweb', 'codeparrot') # the corpora prepare.py makes by name
+remake = (f"make it with `python prepare.py {dataset} --out_dir={data_path}`" if named else
+          f"make it from a folder of files with `python prepare.py files --path=DIR --out_dir={data_path}`")
 
 def load_split(split):
     """ the bytes of a split and its document boundaries, checked: a broken file is one line, not a wrong run """
@@ -198,22 +243,37 @@ def row_index(off, w):
     start = np.repeat(off[:-1], k) + j * w
     return start, np.minimum(np.repeat(off[1:], k) - start, w)
 
-data, row_start, row_len = {}, {}, {}
-for split in ('train', 'val'):
-    data[split], off = load_split(split)
-    row_start[split], row_len[split] = row_index(off, block_size - 1)
+data, row_start, row_len, error = {}, {}, {}, ''
+try:
+    if not named and not any(map(os.path.exists, needed)): # a name prepare.py does not know: say what is there
+        there = sorted(d for d in os.listdir(data_dir) if os.path.exists(os.path.join(data_dir, d, 'train.bin'))) \
+            if os.path.isdir(data_dir) else []
+        raise SystemExit(f"train.py: --dataset={dataset} is not in {data_dir} (it has: {', '.join(there) or 'none'});"
+                         f" {remake}")
+    for f in needed:
+        if not os.path.exists(f):
+            raise SystemExit(f"train.py: {f} is missing: {remake}")
+    for split in ('train', 'val'):
+        data[split], off = load_split(split)
+        row_start[split], row_len[split] = row_index(off, block_size - 1)
+except SystemExit as e:
+    error = str(e)
+if ddp: # the outcome is agreed, so every rank stops here or none does (no rank waits alone in a collective)
+    failed = torch.tensor(float(bool(error)), device=device)
+    dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+    error = error or (f"train.py: rank {ddp_rank} stops: another node's data check failed" if failed.item() else '')
+if error:
+    raise SystemExit(error)
 n_rows = {s: len(row_start[s]) for s in ('train', 'val')}
 if master_process:
     print(f"rows of {block_size} bytes: {n_rows['train']:,} per epoch of train, {n_rows['val']:,} of val")
 
 if prescribe == 'bpe':
-    import tiktoken
+    from model import load_bpe
     try:
-        enc = tiktoken.get_encoding(bpe_encoding)
-    except Exception as e: # a download that failed, or an unknown name
-        why = str(e).partition('\n')[0][:200]
-        raise SystemExit(f"train.py: cannot load tiktoken encoding '{bpe_encoding}' ({type(e).__name__}: {why}); "
-                         f"no network? set TIKTOKEN_CACHE_DIR to a folder with a cached copy")
+        enc = load_bpe(bpe_encoding)
+    except Exception as e: # a download that failed, an unknown name, a file that is not one (load_bpe says which)
+        raise SystemExit(f"train.py: --bpe_encoding={bpe_encoding}: {str(e).partition(chr(10))[0][:300]}")
 
 def get_rows(split, rows):
     """ rows (array of row indices) -> X (B, T) long, M (B, T) bool real positions, prescribed gates or None """
@@ -252,37 +312,14 @@ def sample_seed(it, micro):
     return seed * 1_000_003 + it * 4099 + micro
 
 # model
-iter_num, best_val_loss, bytes_seen, bad_steps, off_target = 0, 1e9, 0, 0, 0
-model_args = {k: globals()[k] for k in model_keys}
-ckpt_path = os.path.join(out_dir, 'ckpt.pt')
-if init_from == 'auto': # a requeued job reruns the same command: resume if a checkpoint is there
-    init_from = 'resume' if os.path.exists(ckpt_path) else 'scratch'
-    if master_process:
-        print(f"init_from='auto': " + ('resuming from ' if init_from == 'resume' else 'from scratch, no ') + ckpt_path)
-if init_from == 'resume':
-    if not os.path.exists(ckpt_path):
-        raise SystemExit(f"train.py: init_from='resume' but there is no {ckpt_path}")
-    try: # a file cut short by a kill mid-copy, or another program's ckpt.pt: one line, not a traceback
-        checkpoint = torch.load(ckpt_path, map_location=device, weights_only=True)
-        model_args = checkpoint['model_args'] # the architecture is the checkpoint's, whatever the flags say
-        iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
-        bytes_seen = checkpoint['bytes_seen']
-        bad_steps, off_target = checkpoint.get('bad_steps', 0), checkpoint.get('off_target', 0)
-        UNetConfig(**model_args)
-    except Exception as e:
-        why = f"{type(e).__name__}: {str(e).partition(chr(10))[0][:150]}"
-        raise SystemExit(f"train.py: {ckpt_path} is truncated or not a nanotok checkpoint ({why}); move it away and "
-                         f"rerun with --init_from=scratch to remake it")
-elif init_from != 'scratch':
-    raise SystemExit(f"train.py: init_from must be 'scratch', 'resume' or 'auto', not '{init_from}'")
 torch.manual_seed(seed) # the same initial weights on every rank
-model = ByteUNet(UNetConfig(**model_args))
+model = ByteUNet(UNetConfig(**{k: globals()[k] for k in model_keys})) # on resume, the checkpoint's model_args
 if init_from == 'resume':
     try:
         model.load_state_dict(checkpoint['model'])
     except (KeyError, RuntimeError) as e:
         raise SystemExit(f"train.py: {ckpt_path} does not hold weights of its own model_args ({type(e).__name__}); "
-                         f"move it away and rerun with --init_from=scratch to remake it")
+                         f"to start over, move it away and rerun with --init_from=scratch")
 model.to(device)
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
@@ -291,17 +328,17 @@ if init_from == 'resume':
     if checkpoint.get('scaler'): # fp16 runs: the loss scale resumes where it was
         scaler.load_state_dict(checkpoint['scaler'])
     checkpoint = None # free up memory
-    log_path = os.path.join(out_dir, 'log.jsonl')
-    if master_process and os.path.exists(log_path): # rows a killed run wrote past its checkpoint come again: drop them
-        def before(line):
-            try:
-                return line.endswith('\n') and json.loads(line)['iter'] < iter_num
-            except ValueError: # a line cut short by the kill
-                return False
-        rows = [line for line in open(log_path) if before(line)]
-        with open(log_path + '.tmp', 'w') as f:
-            f.writelines(rows)
-        os.replace(log_path + '.tmp', log_path)
+if master_process: # the first write of the run, once every check has passed
+    os.makedirs(out_dir, exist_ok=True)
+    def before(line): # rows a killed run wrote past its checkpoint come again: drop them (a fresh run: all of them)
+        try:
+            return line.endswith('\n') and json.loads(line)['iter'] < iter_num and init_from == 'resume'
+        except ValueError: # a line cut short by the kill
+            return False
+    rows = [line for line in open(log_path) if before(line)] if os.path.exists(log_path) else []
+    with open(log_path + '.tmp', 'w') as f:
+        f.writelines(rows)
+    os.replace(log_path + '.tmp', log_path)
 raw_model = model # unwrapped, for saving, evaluation and the MFU estimate
 rate = raw_model.config.rate # the rate loss's target is the model's own rate (on resume, the checkpoint's)
 learned = not prescribe and any(True for _ in raw_model.gater.parameters()) # a gater that can collapse
@@ -371,7 +408,7 @@ def get_lr(it):
 
 def log(row):
     """ one JSON object per line in out_dir/log.jsonl (and wandb when asked) """
-    with open(os.path.join(out_dir, 'log.jsonl'), 'a') as f:
+    with open(log_path, 'a') as f:
         f.write(json.dumps(row) + '\n')
     if wandb_log:
         wandb.log({f"{row['split']}/{k}": v for k, v in row.items() if k != 'split'}, step=row['iter'])
@@ -381,9 +418,8 @@ def save_checkpoint():
     ckpt = dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(), model_args=asdict(raw_model.config),
                 config=config, iter_num=iter_num, best_val_loss=best_val_loss, bytes_seen=bytes_seen,
                 scaler=scaler.state_dict(), bad_steps=bad_steps, off_target=off_target)
-    path = os.path.join(out_dir, 'ckpt.pt')
-    torch.save(ckpt, path + '.tmp')
-    os.replace(path + '.tmp', path)
+    torch.save(ckpt, ckpt_path + '.tmp')
+    os.replace(ckpt_path + '.tmp', ckpt_path)
 
 if wandb_log and master_process:
     import wandb
@@ -396,44 +432,52 @@ def on_signal(signum, frame):
 signal.signal(signal.SIGTERM, on_signal)
 signal.signal(signal.SIGUSR1, on_signal)
 
+def fetch(it, micro_step):
+    """ this process's rows of its micro-step micro_step of iteration it, on their way to the device -> X, M,
+        prescribed, and micro, the micro-batch's place in the global batch """
+    micro = micro_step * (ddp_world_size // share) + ddp_rank // share
+    return *get_rows('train', np.split(train_rows(it, micro), share)[ddp_rank % share]), micro
+
+def hms(s):
+    return f"{s // 3600:.0f}h{s % 3600 // 60:02.0f}m" if s >= 3600 else f"{s // 60:.0f}m{s % 60:02.0f}s"
+
 # training loop
-t0 = time.time()
-stop, bad_run = 0, 0
+stop_flag = torch.zeros((), device=device) # made once: a step sets it with fill_ only when a signal came in
+t0 = t_start = time.time()
+stop, bad_run, first_iter, nxt = 0, 0, iter_num, None
 while True:
     lr = get_lr(iter_num)
     for param_group in optimizer.param_groups:
         param_group['lr'] = lr
 
     # evaluate on the val rows, log, and write checkpoints
-    if iter_num % eval_interval == 0 or iter_num == max_iters:
+    if iter_num % eval_interval == 0 or iter_num >= max_iters or eval_only:
         val = estimate_val()
         if master_process:
-            print(f"step {iter_num}: val loss {val['loss']:.4f}, bpb {val['bpb']:.4f}, rate {val['rate']:.3f}, "
-                  f"ws_boundary {val['ws_boundary']:.3f}, word_boundary {val['word_boundary']:.3f}, "
-                  f"boundary_precision {val['boundary_precision']:.3f}")
+            print(f"iter {iter_num}/{max_iters} val: bpb {val['bpb']:.4f}, rate {val['rate']:.3f}, "
+                  f"word_boundary {val['word_boundary']:.3f}")
             log(dict(iter=iter_num, split='val', bytes=bytes_seen, **val))
-            if learned and not eval_only: # a rate that drifts off target is the first sign of a collapsing gater
-                off_target = off_target + 1 if abs(val['rate'] - rate) > 0.05 else 0
+            if learned and not eval_only and iter_num > 0: # (not the untrained gater's eval at 0, before step 1)
+                off_target = off_target + 1 if abs(val['rate'] - rate) > 0.05 else 0 # a drifting rate: collapse?
                 if off_target >= 3:
                     print(f"warning: the val rate {val['rate']:.3f} has been more than 0.05 from its target "
                           f"{rate:.3f} for {off_target} evals: the gater may be collapsing")
             if val['loss'] < best_val_loss or always_save_checkpoint:
                 best_val_loss = min(best_val_loss, val['loss'])
                 if iter_num > 0 or init_from == 'resume':
-                    print(f"saving checkpoint to {out_dir}")
                     save_checkpoint()
-    if iter_num == 0 and eval_only or iter_num >= max_iters:
+    if eval_only or iter_num >= max_iters:
         break
 
-    # one optimizer step: a forward, the REINFORCE step and a backward per micro-batch
+    # one optimizer step: a forward, the REINFORCE step and a backward per micro-batch; no host sync but the chunk
+    # count of each forward (model.chunk_ends) and the flags at the end
     stats = torch.zeros(9, device=device)
     undecided = torch.zeros(2, device=device) # gate probabilities in (0.1, 0.9), real positions
     finite = torch.ones((), dtype=torch.bool, device=device)
     if iter_num == signal_at_iter and master_process:
         os.kill(os.getpid(), signal.SIGTERM) # fault injection (tests): rank 0 alone is preempted
     for micro_step in range(accum):
-        micro = micro_step * (ddp_world_size // share) + ddp_rank // share # its place in the global batch
-        X, M, prescribed = get_rows('train', np.split(train_rows(iter_num, micro), share)[ddp_rank % share])
+        X, M, prescribed, micro = nxt or fetch(iter_num, micro_step) # fetched during the last backward, if any
         torch.manual_seed(sample_seed(iter_num, micro) * share + ddp_rank % share) # the gates' draw
         sync = nullcontext() if not ddp or micro_step == accum - 1 else model.no_sync() # all-reduce on the last
         with sync:
@@ -466,6 +510,9 @@ while True:
                 loss = loss * math.nan # fault injection (tests): a loss spike gone non-finite on one rank
             finite &= torch.isfinite(loss)
             loss = loss / accum # the gradient is the mean over micro-steps (and DDP averages over processes)
+            # the next micro-batch, read and copied while the device works on this one (as nanoGPT)
+            last = micro_step == accum - 1
+            nxt = fetch(iter_num + last, (micro_step + 1) % accum) if not last or iter_num + 1 < max_iters else None
             scaler.scale(loss).backward()
         stats += batch_stats(X, M, out['gates'], nll, nll_early)
         if learned:
@@ -478,7 +525,9 @@ while True:
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip != 0.0 else math.inf)
     # a non-finite loss or norm on any rank skips the step on every rank (float16 overflows are the scaler's own)
     bad = ~finite if scaler.is_enabled() else ~(finite & torch.isfinite(norm))
-    flags = torch.stack([bad.float(), torch.tensor(float(stop_signal), device=device)])
+    if stop_signal:
+        stop_flag.fill_(stop_signal)
+    flags = torch.stack([bad.float(), stop_flag])
     if ddp:
         dist.all_reduce(flags, op=dist.ReduceOp.MAX) # one tiny all-reduce a step: every rank decides alike
     bad, stop = flags.tolist() # a host sync every step, the price of deciding before the update
@@ -492,24 +541,25 @@ while True:
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
 
-    # timing and logging
+    # timing and logging: a short line on the console, every metric in log.jsonl
     t1 = time.time()
     dt, t0 = t1 - t0, t1
     if iter_num % log_interval == 0 and master_process:
-        s = summarize(stats) # this process's micro-batches; the one host sync of the step
+        more = [out['n_chunks'].sum(), undecided[0] / undecided[1].clamp(min=1), pg_loss, r_loss]
+        s = torch.cat([stats, torch.stack([v.detach().float() for v in more])]).cpu() # one host sync
+        n_chunks, und, pg, rl = s[9:].tolist()
+        s = summarize(s[:9])
         bps = iter_bytes / dt
         peak = peak_flops or (gpu_peak_flops(torch.cuda.get_device_name(device)) if device_type == 'cuda' else None)
-        chunk_rate = out['n_chunks'].sum().item() / X.numel() # realised: the mid level's compute follows the chunks
-        mfu = raw_model.estimate_mfu(bps / ddp_world_size, chunk_rate, peak) if peak else None # none on a CPU
-        und = dict(undecided=(undecided[0] / undecided[1].clamp(min=1)).item()) if learned else {} # near 0: collapse
-        print(f"iter {iter_num}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, "
-              f"ws_boundary {s['ws_boundary']:.3f}, word_boundary {s['word_boundary']:.3f}, "
-              f"boundary_precision {s['boundary_precision']:.3f}, "
-              + ''.join(f"undecided {v:.3f}, " for v in und.values())
-              + f"lr {lr:.2e}, pg {pg_loss.item():+.4f}, {bps:,.0f} bytes/s, "
-              + (f"mfu {mfu * 100:.2f}%, " if mfu is not None else '') + f"{dt * 1000:.0f}ms")
-        log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu,
-                 pg_loss=pg_loss.item(), rate_loss=r_loss.item(), **s, **und, bad_steps=bad_steps))
+        mfu = raw_model.estimate_mfu(bps / ddp_world_size, n_chunks / X.numel(), peak) if peak else None # not on CPUs
+        und = dict(undecided=und) if learned else {} # near 0: the gater no longer explores
+        mem = dict(peak_mem_gb=torch.cuda.max_memory_allocated(device) / 1e9) if device_type == 'cuda' else {}
+        left = (t1 - t_start) / (iter_num + 1 - first_iter) * (max_iters - iter_num - 1) # at the mean step time
+        print(f"iter {iter_num}/{max_iters}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, "
+              f"word_boundary {s['word_boundary']:.3f}, {bps:,.0f} bytes/s, "
+              + ''.join(f"{v:.1f}GB peak, " for v in mem.values()) + f"{hms(left)} left")
+        log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu, pg_loss=pg,
+                 rate_loss=rl, **s, **und, **mem, bad_steps=bad_steps))
     if bad_run >= max_bad_steps: # every rank counts alike; the weights are still the last good ones
         last = f"the last good checkpoint is {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint was written"
         raise SystemExit(f"train.py: {bad_run} non-finite steps in a row (to iteration {iter_num}, --max_bad_steps="
@@ -518,7 +568,6 @@ while True:
     iter_num += 1
     if stop: # preempted: the step is done, save it and leave together
         if master_process:
-            print(f"saving checkpoint to {out_dir}")
             save_checkpoint()
         break
 
@@ -528,3 +577,8 @@ if ddp:
 if stop and master_process:
     print(f"train.py: stopped by {signal.Signals(int(stop)).name} after iteration {iter_num - 1}, saved in "
           f"{ckpt_path}; to go on, rerun the same command with --init_from=resume (init_from='auto' does it by itself)")
+elif master_process and not eval_only: # the closing summary
+    print(f"done: {iter_num - first_iter} iterations in {hms(time.time() - t_start)}; val bpb {val['bpb']:.4f}, "
+          + ', '.join(f"{k} {val[k]:.3f}" for k in ('rate', 'ws_boundary', 'word_boundary', 'boundary_precision')))
+    print(f"checkpoint: {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint written (max_iters=0)")
+    print(f"next: python sample.py --out_dir={out_dir} --show_boundaries")

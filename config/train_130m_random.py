@@ -1,5 +1,5 @@
 # 130M random: torchrun --standalone --nproc_per_node=2 train.py config/train_130m_random.py
-exec(open('config/size_130m.py').read())
-exec(open('config/method_random.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_130m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_random.py')).read())
 out_dir = 'out-130m-random'
 wandb_run_name = '130m-random'

@@ -1,5 +1,5 @@
 # 130M whitespace: torchrun --standalone --nproc_per_node=2 train.py config/train_130m_whitespace.py
-exec(open('config/size_130m.py').read())
-exec(open('config/method_whitespace.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_130m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_whitespace.py')).read())
 out_dir = 'out-130m-whitespace'
 wandb_run_name = '130m-whitespace'

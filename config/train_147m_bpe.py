@@ -1,5 +1,5 @@
 # 147M bpe: torchrun --standalone --nproc_per_node=8 train.py config/train_147m_bpe.py
-exec(open('config/size_147m.py').read())
-exec(open('config/method_bpe.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_147m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_bpe.py')).read())
 out_dir = 'out-147m-bpe'
 wandb_run_name = '147m-bpe'

@@ -1,5 +1,5 @@
 # 147M hnet: torchrun --standalone --nproc_per_node=8 train.py config/train_147m_hnet.py
-exec(open('config/size_147m.py').read())
-exec(open('config/method_hnet.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_147m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_hnet.py')).read())
 out_dir = 'out-147m-hnet'
 wandb_run_name = '147m-hnet'

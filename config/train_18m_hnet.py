@@ -1,5 +1,5 @@
 # 18M hnet: python train.py config/train_18m_hnet.py (one GPU: 32 rows per micro-step make the batch)
-exec(open('config/size_18m.py').read())
-exec(open('config/method_hnet.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_18m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_hnet.py')).read())
 out_dir = 'out-18m-hnet'
 wandb_run_name = '18m-hnet'

@@ -1,5 +1,5 @@
 # 18M sequential: python train.py config/train_18m_sequential.py (one GPU: 32 rows per micro-step make the batch)
-exec(open('config/size_18m.py').read())
-exec(open('config/method_sequential.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_18m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_sequential.py')).read())
 out_dir = 'out-18m-sequential'
 wandb_run_name = '18m-sequential'

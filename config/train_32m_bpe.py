@@ -1,5 +1,5 @@
 # 32M bpe: torchrun --standalone --nproc_per_node=2 train.py config/train_32m_bpe.py
-exec(open('config/size_32m.py').read())
-exec(open('config/method_bpe.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_32m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_bpe.py')).read())
 out_dir = 'out-32m-bpe'
 wandb_run_name = '32m-bpe'

@@ -1,5 +1,5 @@
 # 32M hnet: torchrun --standalone --nproc_per_node=2 train.py config/train_32m_hnet.py
-exec(open('config/size_32m.py').read())
-exec(open('config/method_hnet.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_32m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_hnet.py')).read())
 out_dir = 'out-32m-hnet'
 wandb_run_name = '32m-hnet'

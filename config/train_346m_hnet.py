@@ -1,5 +1,5 @@
 # 346M hnet: torchrun --standalone --nproc_per_node=8 train.py config/train_346m_hnet.py
-exec(open('config/size_346m.py').read())
-exec(open('config/method_hnet.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_346m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_hnet.py')).read())
 out_dir = 'out-346m-hnet'
 wandb_run_name = '346m-hnet'

@@ -1,5 +1,5 @@
 # 346M linear: torchrun --standalone --nproc_per_node=8 train.py config/train_346m_linear.py
-exec(open('config/size_346m.py').read())
-exec(open('config/method_linear.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_346m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_linear.py')).read())
 out_dir = 'out-346m-linear'
 wandb_run_name = '346m-linear'

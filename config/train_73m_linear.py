@@ -1,5 +1,5 @@
 # 73M linear: torchrun --standalone --nproc_per_node=8 train.py config/train_73m_linear.py
-exec(open('config/size_73m.py').read())
-exec(open('config/method_linear.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_73m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_linear.py')).read())
 out_dir = 'out-73m-linear'
 wandb_run_name = '73m-linear'

@@ -1,5 +1,5 @@
 # 90M linear: torchrun --standalone --nproc_per_node=8 train.py config/train_90m_linear.py
-exec(open('config/size_90m.py').read())
-exec(open('config/method_linear.py').read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'size_90m.py')).read())
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_linear.py')).read())
 out_dir = 'out-90m-linear'
 wandb_run_name = '90m-linear'

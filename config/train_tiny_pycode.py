@@ -22,7 +22,8 @@ warmup_iters = 30
 eval_interval = 200
 eval_iters = 8
 log_interval = 10
-exec(open('config/method_sequential.py').read()) # the paper's method; swap in any config/method_*.py after this file
+# the paper's method; swap in any config/method_*.py after this file (config files exec their parts next to train.py)
+exec(open(os.path.join(os.path.dirname(__file__), 'config', 'method_sequential.py')).read())
 # ... at the sizes of this model: the gate logits at scale 1 (the paper's 1/16 moves them 16x slower, too slow for a
 # few thousand steps) and lambda_pi = lambda_c = 0.1 (raised together, so the rate holds)
 gate_scale = 1.0
