@@ -15,8 +15,8 @@ data/NAME/meta.json: {"name", "source", "revision", "args", "splits": {split: {"
 
 fineweb / codeparrot, the split rule (the paper instead split its whole filtered sample, 29.3M FineWeb documents,
 with datasets' train_test_split(test_size=32768, seed=42); ours never needs the whole sample):
-  1. the data files (the Hub repo's sample/100BT/*.parquet for fineweb, its json(.gz) files for codeparrot, at
-     the pinned revision; or the --source files), sorted by path, are permuted by random.Random(--seed).shuffle;
+  1. the data files (the Hub repo's sample/100BT/*.parquet for fineweb, its *.json.gz for codeparrot, at the
+     pinned revision; or the --source files), sorted by path, are permuted by random.Random(--seed).shuffle;
   2. they are read --interleave (16) at a time, round-robin one piece each: a piece is one parquet row group, or a
      whole json/jsonl(.gz) file (a gzip stream cannot be entered in the middle); a round takes the next piece of
      every open file in order, then finished files close and the next files of the permutation open;
@@ -47,13 +47,14 @@ import time
 import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from fnmatch import fnmatch
 from pathlib import Path
 
 import numpy as np
 
-HUB = {  # name -> (hub repo, folder of its data files, text field, minimum UTF-8 bytes kept)
-    'fineweb': ('HuggingFaceFW/fineweb', 'sample/100BT', 'text', 4097),  # config sample-100BT; the paper: len > 4096
-    'codeparrot': ('transformersbook/codeparrot', '', 'content', 4096),  # the paper's filter: len >= 4096
+HUB = {  # name -> (hub repo, its data files, text field, minimum UTF-8 bytes kept)
+    'fineweb': ('HuggingFaceFW/fineweb', 'sample/100BT/*.parquet', 'text', 4097),  # config sample-100BT; len > 4096
+    'codeparrot': ('transformersbook/codeparrot', '*.json.gz', 'content', 4096),  # the paper's filter: len >= 4096
 }
 NAMES = [*HUB, 'pycode', 'pydocs', 'files']
 SOURCE_EXTS = ('.json', '.jsonl', '.json.gz', '.jsonl.gz', '.parquet')
@@ -191,11 +192,12 @@ def list_source(a):
         a.sizes = {rel: os.path.getsize(os.path.join(a.root, rel)) for rel in files}  # for the progress lines
         return str(src), None, files
     from huggingface_hub import HfApi, HfFileSystem  # only here: pycode and files need no hub
-    repo, folder = HUB[a.name][:2]
+    repo, pattern = HUB[a.name][:2]
     revision = HfApi().dataset_info(repo, revision=a.revision).sha  # a branch or tag pinned to its commit
     a.fs, a.root = HfFileSystem(), f'datasets/{repo}@{revision}'
-    found = a.fs.find(f'{a.root}/{folder}'.rstrip('/'), detail=True)  # path -> info, with its size
-    a.sizes = {p.split('/', 3)[3]: info['size'] for p, info in found.items() if p.endswith(SOURCE_EXTS)}  # under root
+    found = a.fs.find(f'{a.root}/{os.path.dirname(pattern)}'.rstrip('/'), detail=True)  # path -> info, with its size
+    found = {p.split('/', 3)[3]: info['size'] for p, info in found.items()}  # relative to a.root
+    a.sizes = {rel: size for rel, size in found.items() if fnmatch(rel, pattern)}  # not the card or its metadata
     return repo, revision, sorted(a.sizes)
 
 

@@ -409,6 +409,7 @@ def test_hub_listing_pins_and_records_the_revision(tmp_path, monkeypatch):
     import types
     fineweb_like(tmp_path / 'repo' / 'sample' / '100BT', 3, 12, 4)
     (tmp_path / 'repo' / 'README.md').write_text('the card: not a data file')
+    (tmp_path / 'repo' / 'dataset_info.json').write_text('{"nor": "this"}')  # the fake lists the whole repo
     asked, prefix = [], 'datasets/HuggingFaceFW/fineweb@c0ffee/'
 
     class HfApi:
