@@ -439,3 +439,27 @@ def test_hub_listing_pins_and_records_the_revision(tmp_path, monkeypatch):
     meta = json.loads((tmp_path / 'hub' / 'meta.json').read_text())
     assert meta['source'] == 'HuggingFaceFW/fineweb' and meta['revision'] == 'c0ffee'
     assert all((tmp_path / 'hub' / f).read_bytes() == (tmp_path / 'local' / f).read_bytes() for f in SPLIT_FILES)
+
+
+def test_a_lost_connection_keeps_what_is_done_and_resumes(tmp_path, monkeypatch, capsys):
+    fineweb_like(tmp_path / 'src', 4, 12, 4)  # 12 pieces; the third file opens after the first two are read
+    args = lambda out: ['fineweb', f'--source={tmp_path}/src', f'--out_dir={tmp_path / out}', '--test_docs=3',
+                        '--val_docs=2', '--interleave=2']
+    prepare.main(args('whole'))
+    opened, calls = prepare.open_source, []
+
+    def flaky(a, rel):
+        calls.append(rel)
+        if len(calls) == 3:
+            raise ConnectionError('[Errno 101] Network is unreachable')
+        return opened(a, rel)
+
+    monkeypatch.setattr(prepare, 'open_source', flaky)
+    with pytest.raises(SystemExit) as e:
+        prepare.main(args('cut'))
+    assert 'no network?' in str(e.value) and 'rerun the same command to resume' in str(e.value)
+    assert json.loads((tmp_path / 'cut' / 'manifest.json').read_text())['pieces'] == 6  # kept for the rerun
+    capsys.readouterr()
+    prepare.main(args('cut'))
+    assert 'resuming' in capsys.readouterr().out
+    same_output(tmp_path / 'whole', tmp_path / 'cut')
