@@ -270,7 +270,7 @@ class UniformGater(nn.Module):
         B, T = idx.shape
         if gates is None:
             u = torch.rand(B, T, device=idx.device)
-            u[:, [0, -1]] = 2.0                                # above any draw: the forced ends are always picked
+            u[:, 0] = u[:, -1] = 2.0                           # above any draw: the forced ends are always picked
             top = u.topk(min(T, max(2, round(self.rate * T))), dim=-1).indices
             gates = torch.zeros(B, T, device=idx.device).scatter_(1, top, 1.0)
         probs = torch.full((B, T), self.rate, device=idx.device)
@@ -735,14 +735,14 @@ class ByteUNet(nn.Module):
         kv = {} if cache is None else cache
         assert T <= self.config.block_size, f"row of {T} bytes, block_size is {self.config.block_size}"
         hd = self.config.n_embd // self.config.n_head
-        cos, sin = rope(torch.arange(T, device=idx.device), hd)
+        pos = torch.arange(T, device=idx.device)
+        cos, sin = rope(pos, hd)
         x = self.wte(idx)                                      # (B, T, C)
         for block in self.down:
             x = block(x, cos, sin, kv.get(block))
         early_logits = self.early_head(x)                      # (B, T, vocab), the early exit
         gate_logits, gate_probs, g = self.gater(x, idx, gates)
-        forced = torch.zeros(T, dtype=torch.bool, device=idx.device)
-        forced[[0, -1]] = True                                 # the first byte and the last end a chunk, always
+        forced = (pos == 0) | (pos == T - 1)                   # the first byte and the last end a chunk, always
         g = torch.where(forced, 1.0, g.float())                # still carries nawrot's straight-through gradient
         gate_probs = torch.where(forced, 1.0, gate_probs)      # constants there: no gradient, log pi = 0
         gate_logits = torch.where(forced, CERTAIN, gate_logits)
@@ -953,18 +953,21 @@ def next_byte_nll(logits, idx):
 
 
 def boundary_counts(idx, gates, mask):
-    """ sums over the real positions (mask (B, T) bool, BOS included, as the rate has always counted it) -> (6,) int64,
-        exact on any device (the callers sum them in float64 or int64): [gates, positions, gates on whitespace bytes,
-        whitespace bytes, whitespace bytes with a gate on them or on the byte just before, gates on a word edge
-        (a whitespace byte, or the byte just before one)]. A word ends either at its last byte or at the space after it:
+    """ sums over the decided positions of whole rows idx (B, T), BOS at 0: the real ones (mask (B, T) bool) but 0 and
+        T-1, whose gates are forced, nobody's decision -> (6,) int64, exact on any device (the callers sum them in
+        float64 or int64): [gates, positions, gates on whitespace bytes, whitespace bytes, whitespace bytes with a gate
+        on them or on the byte just before, gates on a word edge (a whitespace byte, or the real byte just before one)].
+        A word ends either at its last byte or at the space after it:
             row       BOS h i ' ' y o u ' ' a l l
-            gates     1   0 1  0  0 0 0  1  0 0 1
-            -> [4, 11, 1, 2, 2, 2]: gates at 0 2 7 10; whitespace 3 7 (gated 7); edges 2 3 6 7 (gated 2 7) """
-    ws = torch.isin(idx, torch.tensor(WHITESPACE, device=idx.device)) & mask # (B, T)
-    g = (gates > 0) & mask
-    g_before = F.pad(g[:, :-1], (1, 0))                        # the gate of the byte before t (none before BOS)
-    ws_after = F.pad(ws[:, 1:], (0, 1))                        # whitespace at t+1 (none after the row)
-    return torch.stack([g.sum(), mask.sum(), (g & ws).sum(), ws.sum(), (ws & (g | g_before)).sum(),
+            gates     1   0 1  0  0 1 0  1  0 0 1
+            -> [3, 9, 1, 2, 2, 2]: positions 1..9; gates at 2 5 7; whitespace 3 7 (gated 7); edges 2 3 6 7 (gated 2 7) """
+    t = torch.arange(idx.size(1), device=idx.device)
+    decided = mask & (t > 0) & (t < idx.size(1) - 1)           # (B, T): the forced ends are not counted
+    space = is_space(idx) & mask                               # the text around a decision: every real byte
+    ws, g = space & decided, (gates > 0) & decided
+    g_before = F.pad(g[:, :-1], (1, 0))                        # the decided gate of the byte before t
+    ws_after = F.pad(space[:, 1:], (0, 1))                     # whitespace at t+1 (none after the row)
+    return torch.stack([g.sum(), decided.sum(), (g & ws).sum(), ws.sum(), (ws & (g | g_before)).sum(),
                         (g & (ws | ws_after)).sum()]).long()
 
 
@@ -974,7 +977,7 @@ def boundary_metrics(counts):
         ws_boundary        gated whitespace / whitespace          (the paper's: recall of the spaces, gate ON them)
         word_boundary      whitespace gated on or just before / whitespace     (recall of word edges, either side)
         boundary_precision gates on a word edge / gates                   (how many chunk ends are word-aligned)
-        [4, 11, 1, 2, 2, 2] -> rate 4/11, ws_boundary 1/2, word_boundary 2/2, boundary_precision 2/4 """
+        [3, 9, 1, 2, 2, 2] -> rate 3/9, ws_boundary 1/2, word_boundary 2/2, boundary_precision 2/3 """
     g, n, g_ws, n_ws, ws_hit, g_edge = (float(v) for v in counts.tolist())
     return dict(rate=g / n if n else math.nan, ws_boundary=g_ws / n_ws if n_ws else math.nan,
                 word_boundary=ws_hit / n_ws if n_ws else math.nan, boundary_precision=g_edge / g if g else math.nan)
@@ -1003,14 +1006,15 @@ def load_checkpoint(out_dir, device, script):
     path = os.path.join(out_dir, 'ckpt.pt')
     if not os.path.exists(path):
         raise SystemExit(f"{script}: no checkpoint {path}; train one first: python train.py --out_dir={out_dir}")
-    try:
-        checkpoint = torch.load(path, map_location=device, weights_only=True)
+    try: # on the CPU first: a checkpoint from any device loads, and the device holds one copy, not two
+        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
         model = ByteUNet(UNetConfig(**checkpoint['model_args']))
         model.load_state_dict(checkpoint['model']) # train.py saves the uncompiled raw_model's state_dict
+        model = model.eval().to(device)
     except Exception as e: # a truncated file, another format, a device that is not there
         why = str(e).partition('\n')[0]
         raise SystemExit(f"{script}: cannot load {path}: {type(e).__name__}: {why}")
-    return model.eval().to(device), checkpoint
+    return model, checkpoint
 
 
 def encode(text):
