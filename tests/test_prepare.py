@@ -463,3 +463,16 @@ def test_a_lost_connection_keeps_what_is_done_and_resumes(tmp_path, monkeypatch,
     prepare.main(args('cut'))
     assert 'resuming' in capsys.readouterr().out
     same_output(tmp_path / 'whole', tmp_path / 'cut')
+
+
+def test_local_datasets_need_only_numpy(tmp_path):
+    """pycode, pydocs and files run where tqdm, pyarrow, huggingface_hub and datasets are missing (a lean venv)."""
+    for i in range(3):
+        (tmp_path / 'in' / f'{i}.txt').parent.mkdir(exist_ok=True)
+        (tmp_path / 'in' / f'{i}.txt').write_text(f'file {i}\n')
+    code = ("import sys; sys.modules.update(dict.fromkeys(['tqdm', 'pyarrow', 'huggingface_hub', 'datasets'])); "
+            f"sys.path.insert(0, {str(ROOT)!r}); import prepare; "
+            f"prepare.main(['files', '--path={tmp_path}/in', '--out_dir={tmp_path}/out'])")
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0 and 'train: ' in r.stdout, r.stderr
+    assert len(load(tmp_path / 'out', 'val') + load(tmp_path / 'out', 'train')) == 3
