@@ -2,9 +2,14 @@
 Shared by every test file: ROOT is the repository root, and it goes on sys.path so that `import model` works
 however pytest is started (`pytest`, `python -m pytest`, from the root or from tests/). Also a small tiktoken
 encoding, 'tiny', built here (tiktoken cannot download gpt2 offline), for BPE guidance and sample.py --compare.
+Only torch and pytest at module level: the suite collects without tiktoken, lm_eval or matplotlib, and a test that
+needs one skips, saying which (pytest.importorskip where it is used: tiny_encoding(), the plugin fixture).
 """
 import os
+import select
+import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -12,7 +17,6 @@ if ROOT not in sys.path:
 
 
 import pytest
-import tiktoken
 import torch
 
 
@@ -40,15 +44,53 @@ ENCODING_CONSTRUCTORS = {{
 """
 
 
+def needs(module):
+    """ the module, or skip the calling test with the reason (an optional package: requirements.txt has it) """
+    return pytest.importorskip(module, reason=f"needs {module} (pip install -r requirements.txt)")
+
+
 def tiny_encoding():
+    tiktoken = needs('tiktoken')
     return tiktoken.Encoding(name='tiny', pat_str=PAT, mergeable_ranks=RANKS, special_tokens={})
 
 
 @pytest.fixture(scope='module')
 def plugin(tmp_path_factory):
     """ a folder for PYTHONPATH whose tiktoken_ext/ (a namespace package) registers 'tiny' and 'offline' """
+    needs('tiktoken')  # the scripts that read the plugin import it
     root = tmp_path_factory.mktemp('plugin')
     (root / 'tiktoken_ext').mkdir()
     (root / 'tiktoken_ext' / 'nanotok_test.py').write_text(PLUGIN)
     (root / 'cache').mkdir()  # an empty TIKTOKEN_CACHE_DIR: nothing cached
     return root
+
+
+@pytest.fixture(scope='module')
+def lean(tmp_path_factory):
+    """ a folder for PYTHONPATH in which the optional packages fail to import, as on a machine without them """
+    root = tmp_path_factory.mktemp('lean')
+    for name in ('tiktoken', 'lm_eval', 'datasets', 'tqdm', 'matplotlib', 'wandb'):
+        (root / name).mkdir()
+        (root / name / '__init__.py').write_text(f"raise ImportError('{name} is not installed (a test stub)')\n")
+    return root
+
+
+def run_blocked_on_fifo(cmd, fifo, text, **kw):
+    """ run cmd (Popen kwargs kw), which blocks reading the FIFO `fifo` at some point: wait for its first stdout line,
+        note whether cmd was still running then, then write `text` into the FIFO (once cmd opens it, unless cmd ends
+        first) -> (first line, still running, the rest of stdout, stderr, returncode). A line-buffered stdout gives the
+        first line while cmd waits on the FIFO; a block-buffered one only at exit, after the 1800 s hang guard """
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    ready, running = select.select([p.stdout], [], [], 1800)[0], p.poll() is None # a hang guard, not a speed check
+    first = p.stdout.readline() if ready else ''
+    while p.poll() is None:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK) # fails until cmd opens the FIFO for reading
+        except OSError:
+            time.sleep(0.05)
+            continue
+        os.write(fd, text.encode())
+        os.close(fd)
+        break
+    out, err = p.communicate(timeout=1800)
+    return first, running, out, err, p.returncode
