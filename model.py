@@ -22,6 +22,7 @@ References: Dauncey & Wattenhofer 2026 (arXiv 2602.13940, the method); Hwang et 
 Nawrot et al. 2023, Dynamic Token Pooling (arXiv 2211.09761); Karpathy, nanoGPT (the shape of this code).
 """
 
+
 import math
 import os
 import re
@@ -86,6 +87,7 @@ PRESETS = {  # the paper's sizes, head size 64; the name counts parameters with 
     '346m': dict(n_embd=1024, n_head=16, n_down=2, n_mid=20, n_up=2),  # 366M in fact, the paper's name
 }
 
+
 # -----------------------------------------------------------------------------
 # Transformer parts: one Gemma 2 decoder layer (pre- and post-norm around both sub-blocks, RoPE, GeGLU)
 
@@ -142,27 +144,19 @@ def attention(q, k, v, window, softcap):
     return y.transpose(1, 2)
 
 
-class KVCache:
-    """ generation: the keys and values (B, L, H, d) one attention layer has seen, RoPE applied, and mask (B, L), the
-        slots a later query may read. A byte layer keeps its last window-1 positions; a mid layer every chunk slot, one
-        per step in which some row's gate fired (generate unmasks it in those rows only) """
-
-    def __init__(self, window):
-        self.window, self.k, self.v, self.mask = window, None, None, None
-
-    def attend(self, q, k, v, softcap):
-        """ the prefill (empty cache): the usual causal attention over its T positions, all kept; then one position at
-            a time, q, k, v (B, 1, H, d), against the cache and itself """
-        if self.k is None:
-            self.k, self.v, self.mask = k, v, k.new_ones(k.shape[:2], dtype=torch.bool)
-            return attention(q, k, v, self.window, softcap)
-        if self.window: # a byte layer: the window-1 positions before this one
-            self.k, self.v, self.mask = (t[:, max(0, t.size(1) - self.window + 1):] for t in (self.k, self.v, self.mask))
-        self.k, self.v = torch.cat([self.k, k], 1), torch.cat([self.v, v], 1)
-        self.mask = F.pad(self.mask, (0, 1), value=True)
-        mask = torch.zeros(self.mask.shape, device=q.device).masked_fill(~self.mask, float('-inf'))[:, None, None]
-        p = attention_weights(q.transpose(1, 2), self.k.transpose(1, 2), softcap, mask) # (B, H, 1, L)
-        return (p.type_as(v) @ self.v.transpose(1, 2)).transpose(1, 2)
+def local_attention(q, k, v, w, softcap):
+    """ sliding-window causal attention without flash-attn: blocks of w queries, each against the w keys of its own
+        block and the w of the block before (zeros before block 0), so the scores take O(T*w) memory, not O(T^2) """
+    B, T, H, d = q.shape
+    n = -(-T // w) # blocks, the last one right-padded (padded keys lie in the future of every real query)
+    q, k, v = (F.pad(t.transpose(1, 2), (0, 0, 0, n * w - T)).view(B, H, n, w, d) for t in (q, k, v))
+    k, v = (torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1], t], dim=3) for t in (k, v)) # (B, H, n, 2w, d)
+    i, j, b = (torch.arange(m, device=q.device) for m in (w, 2 * w, n))
+    i = i[:, None] + w # the queries sit in the second half of their 2w keys
+    allowed = (j <= i) & (j > i - w) & ((b[:, None, None] > 0) | (j >= w)) # (n, w, 2w)
+    mask = torch.zeros(allowed.shape, device=q.device).masked_fill(~allowed, float('-inf'))
+    y = attention_weights(q, k, softcap, mask).type_as(v) @ v # (B, H, n, w, d)
+    return y.reshape(B, H, n * w, d)[:, :, :T].transpose(1, 2)
 
 
 class CausalSelfAttention(nn.Module):
@@ -208,6 +202,7 @@ class Block(nn.Module):
         x = x + self.ln_2(self.attn(self.ln_1(x), cos, sin, cache))
         x = x + self.ln_4(self.mlp(self.ln_3(x)))
         return x
+
 
 # -----------------------------------------------------------------------------
 # Chunk index helpers. A gate g_t = 1 means byte t ENDS a chunk; g_0 = 1 always, so BOS is chunk 0 on its own.
@@ -257,6 +252,120 @@ def gather(z, ids):
 
 def logit(p):
     return math.log(p / (1 - p))
+
+
+class SequentialGater(nn.Module):
+    """ the paper's gater: the gate at t sees x_t and the w-1 previous gates a_{t-w+1..t-1}:
+        logit_t = cap(scale * (V_t[w-1] + sum_{k=1}^{w-1} V_t[w-1-k] * a_{t-k}) + logit(rate)),  V = filter(x)
+        Sampling: `sample`, exact and parallel over t (w <= 10), or `scan`, the reference loop over t; the
+        log-probabilities for the gradient are then recomputed in parallel with the sampled history teacher-forced. """
+
+    def __init__(self, config):
+        super().__init__()
+        self.w, self.scale, self.cap = config.filter_size, config.gate_scale, config.gate_softcap
+        self.bias = logit(min(config.rate, 0.999))
+        self.filter = nn.Linear(config.n_embd, config.filter_size)
+
+    def forward(self, x, idx, gates=None):
+        V = self.filter(x).float()                             # (B, T, w)
+        B, T, w = V.shape
+        if gates is None:
+            u = torch.rand(B, T, device=V.device)
+            a = self.sample(V, u) if w <= 10 else self.scan(V, u)[0] # 2^(w-1) histories: the loop beyond 512
+        else:
+            a = torch.cat([V.new_zeros(B, w - 1), gates.to(V.dtype)], dim=1)
+            a[:, w - 1] = 1.0                                  # the forced first gate, as in the scan
+        history = a.unfold(1, w - 1, 1)[:, :T] if w > 1 else V.new_zeros(B, T, 0) # (B, T, w-1), teacher forcing
+        logits = self.logits_of(V, history)
+        return logits, torch.sigmoid(logits), a[:, w - 1:]
+
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u):
+        p = torch.sigmoid(self.logits_of(self.filter(x).float()[:, None], hist[:, None]))[:, 0]
+        return p, (u < p).float()
+
+    def logits_of(self, V, history):
+        return self.squash(self.scale * self.filter_sum(V, history) + self.bias)
+
+    def squash(self, y):
+        return self.cap * torch.tanh(y / self.cap) if self.training and self.cap else y # capped in train mode only
+
+    def filter_sum(self, V, history):
+        """ V (B, T, w), history (B, T, w-1) with history[:, t, i] = a_{t-w+1+i} -> z (B, T), the sum in the logit """
+        z = V[..., -1]
+        for i in range(V.size(-1) - 1): # term by term, in the order `sample` adds them: the same bits
+            z = z + V[..., i] * history[..., i]
+        return z
+
+    def threshold(self, u):
+        """ a draw u moved to the scale of the filter sum z: u < sigmoid(logit) iff threshold(u) < z. Comparing there
+            needs only sums of V, which round alike in any tensor shape (tanh and exp may not), so `sample` and
+            `scan` draw identical gates from identical draws """
+        L = torch.logit(u)
+        y = self.cap * torch.atanh((L / self.cap).clamp(-1, 1)) if self.training and self.cap else L # uncapped
+        return (y - self.bias) / self.scale
+
+    @torch.no_grad()
+    @torch.compiler.disable # a loop over T positions: torch.compile would unroll it into a graph of ~20*T ops
+    def scan(self, V, u=None):
+        """ the reference: a_0..a_{T-1} one position at a time; a_0 = 1, the forced first gate, seeds the history """
+        B, T, w = V.shape
+        a = V.new_zeros(B, w - 1 + T)                          # a[:, w-1+t] = a_t, w-1 zeros before the row
+        a[:, w - 1] = 1.0
+        u = torch.rand(B, T, device=V.device) if u is None else u # all the draws at once, so the loop only compares
+        thr = self.threshold(u)
+        probs = V.new_ones(B, T)
+        for t in range(1, T):
+            z = self.filter_sum(V[:, t:t + 1], a[:, None, t:t + w - 1])[:, 0]
+            probs[:, t] = torch.sigmoid(self.squash(self.scale * z + self.bias))
+            a[:, w - 1 + t] = (thr[:, t] < z).to(a.dtype)
+        return a, probs
+
+    @torch.no_grad()
+    @torch.compiler.disable # one graph break; its step count depends on T
+    def sample(self, V, u, block=None, chunk=8):
+        """ the scan's gates for the same draws u (B, T), in about L + log2(T/L) steps instead of T. A history h in
+            0..H-1, H = 2^(w-1), has bit i = a_{t-w+1+i}. At each t the gate under every h is one comparison, so
+            position t is a map M_t: history before t -> history after t, h -> h // 2 + a_t(h) * H/2. Maps compose
+            associatively: composed one by one inside blocks of L positions (for all H starts at once), then by doubling
+            (Hillis-Steele) across blocks; a row starts from h = 0, so each block's start follows, and one pass over the
+            block with that start reads off its gates. L = 1 on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least
+            work). Memory: the gates under every history, B*T*H bools (B=8, T=4096, w=8: 4 MB); the filter sums and
+            maps of C = min(chunk, L) positions, C*B*(T/L)*H floats and int64 (6 MB at L = 64, 50 MB at L = 1); the
+            block maps, B*(T/L)*H int64 (0.5 MB at L = 64, 34 MB at L = 1). -> a (B, w-1+T) """
+        B, T, w = V.shape
+        H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
+        n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
+        N, top = B * n, H // 2
+        def blocked(t):                                        # (B, T, ...) -> (L, N, ...): position j of each block
+            t = F.pad(t, (0, 0) * (t.dim() - 2) + (0, n * L - T)).view(B, n, L, *t.shape[2:])
+            return t.permute(2, 0, 1, *range(3, t.dim())).reshape(L, N, *t.shape[3:])
+        Vb, thr = blocked(V), blocked(self.threshold(u))       # (L, N, w), (L, N); padded positions are never read
+        thr[0, ::n] = -math.inf                                # a_0 = 1, the forced first gate of each row
+        g = torch.empty(L, N, H, dtype=torch.bool, device=V.device) # the gate at each position under each history
+        C = min(chunk, L)                                      # positions at a time: their z and M stay in cache
+        z, M = V.new_empty(C, N, H), V.new_empty(C, N, H, dtype=torch.long) # filter sums, maps M_j as tables
+        h = torch.arange(H, device=V.device)
+        s = h.expand(N, H)                                     # each block's history so far, from each start h
+        for j0 in range(0, L, C):
+            zc, Vc, Mc = z[:L - j0], Vb[j0:j0 + C], M[:L - j0]
+            zc[..., 0] = Vc[..., -1]
+            for i in range(w - 1): # bit i set adds V_i
+                torch.add(zc[..., :2 ** i], Vc[..., i, None], out=zc[..., 2 ** i:2 ** (i + 1)]) # as filter_sum
+            torch.lt(thr[j0:j0 + C, :, None], zc, out=g[j0:j0 + C])
+            torch.where(g[j0:j0 + C], h // 2 + top, h // 2, out=Mc) # M_j(h) = h // 2 + a_j(h) * H/2
+            for Mj in Mc:                                      # s <- M_j o s
+                s = Mj.gather(1, s)
+        maps, d = s.view(B, n, H), 1                           # each block's map
+        while d < n:                                           # maps[k] <- maps[k] o maps[k-d]: now blocks (k-2d, k]
+            maps = torch.cat([maps[:, :d], maps[:, d:].gather(2, maps[:, :-d])], dim=1)
+            d *= 2
+        s = F.pad(maps[:, :-1, 0], (1, 0)).view(N, 1)          # the history before each block
+        a = V.new_empty(L, N)
+        for j in range(L):                                     # each block once more, from its start
+            bit = g[j].gather(1, s)                            # (N, 1): the gate under that history
+            a[j], s = bit[:, 0], (s >> 1).add_(bit, alpha=top)
+        a = a.view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
+        return torch.cat([V.new_zeros(B, w - 1), a], dim=1)    # laid out as the scan's
 
 
 class UniformGater(nn.Module):
@@ -395,120 +504,6 @@ class LinearGater(nn.Module):
         return p, (u < p).float()
 
 
-class SequentialGater(nn.Module):
-    """ the paper's gater: the gate at t sees x_t and the w-1 previous gates a_{t-w+1..t-1}:
-        logit_t = cap(scale * (V_t[w-1] + sum_{k=1}^{w-1} V_t[w-1-k] * a_{t-k}) + logit(rate)),  V = filter(x)
-        Sampling: `sample`, exact and parallel over t (w <= 10), or `scan`, the reference loop over t; the
-        log-probabilities for the gradient are then recomputed in parallel with the sampled history teacher-forced. """
-
-    def __init__(self, config):
-        super().__init__()
-        self.w, self.scale, self.cap = config.filter_size, config.gate_scale, config.gate_softcap
-        self.bias = logit(min(config.rate, 0.999))
-        self.filter = nn.Linear(config.n_embd, config.filter_size)
-
-    def squash(self, y):
-        return self.cap * torch.tanh(y / self.cap) if self.training and self.cap else y # capped in train mode only
-
-    def filter_sum(self, V, history):
-        """ V (B, T, w), history (B, T, w-1) with history[:, t, i] = a_{t-w+1+i} -> z (B, T), the sum in the logit """
-        z = V[..., -1]
-        for i in range(V.size(-1) - 1): # term by term, in the order `sample` adds them: the same bits
-            z = z + V[..., i] * history[..., i]
-        return z
-
-    def logits_of(self, V, history):
-        return self.squash(self.scale * self.filter_sum(V, history) + self.bias)
-
-    def threshold(self, u):
-        """ a draw u moved to the scale of the filter sum z: u < sigmoid(logit) iff threshold(u) < z. Comparing there
-            needs only sums of V, which round alike in any tensor shape (tanh and exp may not), so `sample` and
-            `scan` draw identical gates from identical draws """
-        L = torch.logit(u)
-        y = self.cap * torch.atanh((L / self.cap).clamp(-1, 1)) if self.training and self.cap else L # uncapped
-        return (y - self.bias) / self.scale
-
-    @torch.no_grad()
-    @torch.compiler.disable # a loop over T positions: torch.compile would unroll it into a graph of ~20*T ops
-    def scan(self, V, u=None):
-        """ the reference: a_0..a_{T-1} one position at a time; a_0 = 1, the forced first gate, seeds the history """
-        B, T, w = V.shape
-        a = V.new_zeros(B, w - 1 + T)                          # a[:, w-1+t] = a_t, w-1 zeros before the row
-        a[:, w - 1] = 1.0
-        u = torch.rand(B, T, device=V.device) if u is None else u # all the draws at once, so the loop only compares
-        thr = self.threshold(u)
-        probs = V.new_ones(B, T)
-        for t in range(1, T):
-            z = self.filter_sum(V[:, t:t + 1], a[:, None, t:t + w - 1])[:, 0]
-            probs[:, t] = torch.sigmoid(self.squash(self.scale * z + self.bias))
-            a[:, w - 1 + t] = (thr[:, t] < z).to(a.dtype)
-        return a, probs
-
-    @torch.no_grad()
-    @torch.compiler.disable # one graph break; its step count depends on T
-    def sample(self, V, u, block=None, chunk=8):
-        """ the scan's gates for the same draws u (B, T), in about L + log2(T/L) steps instead of T. A history h in
-            0..H-1, H = 2^(w-1), has bit i = a_{t-w+1+i}. At each t the gate under every h is one comparison, so
-            position t is a map M_t: history before t -> history after t, h -> h // 2 + a_t(h) * H/2. Maps compose
-            associatively: composed one by one inside blocks of L positions (for all H starts at once), then by doubling
-            (Hillis-Steele) across blocks; a row starts from h = 0, so each block's start follows, and one pass over the
-            block with that start reads off its gates. L = 1 on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least
-            work). Memory: the gates under every history, B*T*H bools (B=8, T=4096, w=8: 4 MB); the filter sums and
-            maps of C = min(chunk, L) positions, C*B*(T/L)*H floats and int64 (6 MB at L = 64, 50 MB at L = 1); the
-            block maps, B*(T/L)*H int64 (0.5 MB at L = 64, 34 MB at L = 1). -> a (B, w-1+T) """
-        B, T, w = V.shape
-        H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
-        n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
-        N, top = B * n, H // 2
-        def blocked(t):                                        # (B, T, ...) -> (L, N, ...): position j of each block
-            t = F.pad(t, (0, 0) * (t.dim() - 2) + (0, n * L - T)).view(B, n, L, *t.shape[2:])
-            return t.permute(2, 0, 1, *range(3, t.dim())).reshape(L, N, *t.shape[3:])
-        Vb, thr = blocked(V), blocked(self.threshold(u))       # (L, N, w), (L, N); padded positions are never read
-        thr[0, ::n] = -math.inf                                # a_0 = 1, the forced first gate of each row
-        g = torch.empty(L, N, H, dtype=torch.bool, device=V.device) # the gate at each position under each history
-        C = min(chunk, L)                                      # positions at a time: their z and M stay in cache
-        z, M = V.new_empty(C, N, H), V.new_empty(C, N, H, dtype=torch.long) # filter sums, maps M_j as tables
-        h = torch.arange(H, device=V.device)
-        s = h.expand(N, H)                                     # each block's history so far, from each start h
-        for j0 in range(0, L, C):
-            zc, Vc, Mc = z[:L - j0], Vb[j0:j0 + C], M[:L - j0]
-            zc[..., 0] = Vc[..., -1]
-            for i in range(w - 1): # bit i set adds V_i
-                torch.add(zc[..., :2 ** i], Vc[..., i, None], out=zc[..., 2 ** i:2 ** (i + 1)]) # as filter_sum
-            torch.lt(thr[j0:j0 + C, :, None], zc, out=g[j0:j0 + C])
-            torch.where(g[j0:j0 + C], h // 2 + top, h // 2, out=Mc) # M_j(h) = h // 2 + a_j(h) * H/2
-            for Mj in Mc:                                      # s <- M_j o s
-                s = Mj.gather(1, s)
-        maps, d = s.view(B, n, H), 1                           # each block's map
-        while d < n:                                           # maps[k] <- maps[k] o maps[k-d]: now blocks (k-2d, k]
-            maps = torch.cat([maps[:, :d], maps[:, d:].gather(2, maps[:, :-d])], dim=1)
-            d *= 2
-        s = F.pad(maps[:, :-1, 0], (1, 0)).view(N, 1)          # the history before each block
-        a = V.new_empty(L, N)
-        for j in range(L):                                     # each block once more, from its start
-            bit = g[j].gather(1, s)                            # (N, 1): the gate under that history
-            a[j], s = bit[:, 0], (s >> 1).add_(bit, alpha=top)
-        a = a.view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
-        return torch.cat([V.new_zeros(B, w - 1), a], dim=1)    # laid out as the scan's
-
-    def forward(self, x, idx, gates=None):
-        V = self.filter(x).float()                             # (B, T, w)
-        B, T, w = V.shape
-        if gates is None:
-            u = torch.rand(B, T, device=V.device)
-            a = self.sample(V, u) if w <= 10 else self.scan(V, u)[0] # 2^(w-1) histories: the loop beyond 512
-        else:
-            a = torch.cat([V.new_zeros(B, w - 1), gates.to(V.dtype)], dim=1)
-            a[:, w - 1] = 1.0                                  # the forced first gate, as in the scan
-        history = a.unfold(1, w - 1, 1)[:, :T] if w > 1 else V.new_zeros(B, T, 0) # (B, T, w-1), teacher forcing
-        logits = self.logits_of(V, history)
-        return logits, torch.sigmoid(logits), a[:, w - 1:]
-
-    def step(self, x, x_prev, byte, byte_prev, t, hist, u):
-        p = torch.sigmoid(self.logits_of(self.filter(x).float()[:, None], hist[:, None]))[:, 0]
-        return p, (u < p).float()
-
-
 class NawrotGater(nn.Module):
     """ Dynamic Token Pooling's boundary predictor: MLP -> relaxed Bernoulli (Gumbel-sigmoid) -> hard 0/1 with a
         straight-through gradient (Nawrot et al.'s binomial prior on the count is train.py's rate_loss='binomial').
@@ -576,6 +571,7 @@ GATERS = {
     'hnet': HNetGater,               # cosine router, trained through the smoothing upsampler (Hwang et al. 2025)
 }
 
+
 # -----------------------------------------------------------------------------
 # Downsamplers, stateless modules built without a config.
 # (x (B, T, C), gates (B, T), ends (B, S)) -> z (B, S, C), zpos (B, S) RoPE positions of the chunks.
@@ -638,6 +634,7 @@ DOWNSAMPLERS = {
     'nawrot': NawrotDownsampler,  # the mean, with weights differentiable in the gates (Nawrot et al.)
     'hnet': SelectDownsampler,    # H-Net's chunk layer is a select of the boundary bytes
 }
+
 
 # -----------------------------------------------------------------------------
 # Upsamplers, stateless as the downsamplers.
@@ -704,6 +701,7 @@ UPSAMPLERS = {
     'hnet': HNetUpsampler,           # EMA-smoothed chunks, straight-through confidence (so any gater's probs get
                                      # gradient from the byte loss through it), x added directly
 }
+
 
 # -----------------------------------------------------------------------------
 # The U-Net
@@ -786,103 +784,31 @@ class ByteUNet(nn.Module):
             gpu_peak_flops looks one up by the GPU's name) """
         return self.flops_per_byte(rate) * bytes_per_sec / peak_flops
 
-    @torch.inference_mode() # no_grad with less work per op (a step is ~200 small ops); clone() results for autograd
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None):
-        """ sample max_new_tokens bytes after the prompts idx (B, T0) -> new (B, max_new_tokens) and gates (B, T0 +
-            max_new_tokens), gates[:, t] the gate of byte t of cat(idx, new), each drawn once, from the distribution the
-            forward uses there (Bernoulli(rate) for uniform, which has none per byte), and kept: the gates the bytes were
-            generated with (0 for prompt bytes the model never read, see the rule below).
-            The prompt is prefilled in one forward with its gates prescribed and a placeholder byte after it, on which
-            the forward's forced last gate falls; then one step per byte, through KV caches (a byte layer's last
-            window-1 positions, every chunk for a mid layer) and each variant's small state. The logits at byte t are
-            then those of one forward over the bytes <= t and the placeholder, with these gates prescribed.
-            Each row draws from its own generator (seeds: B ints, by default drawn from torch's RNG), two uniforms per
-            byte (its gate, the next byte), so a row generates the same alone or in any batch.
-            A row holds at most block_size - 1 bytes (the placeholder makes block_size): the byte that would exceed it
-            restarts the row as BOS + the last block_size // 2 - 1 bytes, their gates kept (BOS's forced, as in a
-            training row that starts mid-document), prefilled again; a longer prompt starts that way. """
-        cfg, (B, T0), dev = self.config, idx.shape, idx.device
-        N, hd, w, h = max_new_tokens, cfg.n_embd // cfg.n_head, cfg.filter_size, cfg.block_size // 2
-        seeds = torch.randint(2 ** 62, (B,)).tolist() if seeds is None else seeds
-        gens = [torch.Generator(dev).manual_seed(int(s)) for s in seeds]
-        u = torch.stack([torch.rand(T0 + N, 2, generator=g, device=dev) for g in gens]) # (B, T0+N, 2): gate, next byte
-        seq, gates = F.pad(idx, (0, N)), torch.zeros(B, T0 + N, device=dev) # the bytes, the gates decided so far
-        bos = torch.full_like(idx[:, :1], BOS)
-        cache, s = {}, {} # {block: KVCache}; s: the row's ids and gates, logits, and the variants' states
-        rot = rope(torch.arange(cfg.block_size, device=dev), hd) # cos, sin of every byte position
 
-        def prefill(row, rg, ug):
-            """ row (B, L), the gates rg (B, K) of its first K bytes (the rest drawn here with ug (B, L)) """
-            L = row.size(1)
-            cos, sin = rot[0][:L], rot[1][:L]
-            x = self.wte(row)
-            for block in self.down: # the byte states the gates are drawn from
-                x = block(x, cos, sin)
-            for t in range(rg.size(1), L):
-                hist = F.pad(rg, (w - 1, 0))[:, t:]
-                g = torch.ones(B, device=dev) if t == 0 else self.gater.step(x[:, t], x[:, t - 1], row[:, t], row[:, t - 1],
-                                                                              t, hist, ug[:, t])[1]
-                rg = torch.cat([rg, g[:, None]], 1)
-            cache.clear()
-            cache.update({b: KVCache(b.attn.window) for b in (*self.down, *self.mid, *self.up)})
-            out = self(torch.cat([row, bos], 1), gates=F.pad(rg, (0, 1), value=1.0), cache=cache)
-            n = rg.sum(-1).long() # chunks that closed at real bytes; the placeholder's and the padding are never read
-            for b, c in cache.items(): # a byte layer drops the placeholder, a mid layer its chunk and the padding
-                c.k, c.v, c.mask = (c.k, c.v, torch.arange(c.k.size(1), device=dev) < n[:, None]) if b in self.mid \
-                    else (c.k[:, :-1], c.v[:, :-1], c.mask[:, :-1])
-            p = torch.gather(out['gate_probs'], 1, out['ends']) # at each chunk's last byte
-            r = x.new_zeros(B, cfg.n_embd)
-            for k in range(int(n.max())): # what the bytes add: chunk by chunk, as the steps will go on
-                r = torch.where((k < n)[:, None], self.upsampler.read(out['z'][:, k], out['zo'][:, k], p[:, k], r), r)
-            open_ = (chunk_ids(rg) == n[:, None]).to(x.dtype)[..., None] # the bytes after the last gate
-            s.update(row=row, rg=rg, logits=out['logits'][:, L - 1], x_prev=x[:, -1], r=r,
-                     total=(x * open_).sum(1), count=open_.sum((1, 2)))
+# -----------------------------------------------------------------------------
+# Generation: a KV cache per layer, one byte at a time
 
-        def step(byte, ug):
-            """ the next byte (B,) at row position t: its gate drawn with ug (B,), then the logits after it """
-            t = s['row'].size(1)
-            cos, sin = rot[0][t:t + 1], rot[1][t:t + 1]
-            x = self.wte(byte[:, None])
-            for block in self.down:
-                x = block(x, cos, sin, cache[block])
-            x = x[:, 0]
-            p, g = self.gater.step(x, s['x_prev'], byte, s['row'][:, -1], t, F.pad(s['rg'], (w - 1, 0))[:, t:], ug)
-            total, count, r, fired = s['total'] + x, s['count'] + 1, s['r'], g > 0
-            if fired.any(): # a chunk closes in some row: one mid step at RoPE position t, kept in those rows only
-                z, zpos = self.downsampler.step(x, total, count, t)
-                zcos, zsin = (cos, sin) if isinstance(zpos, int) else rope(zpos[:, None], hd) # nawrot's: (B, 1, hd)
-                zo = z[:, None]
-                for block in self.mid:
-                    zo = block(zo, zcos, zsin, cache[block])
-                    cache[block].mask[:, -1] = fired
-                r = torch.where(fired[:, None], self.upsampler.read(z, zo[:, 0], p, r), r)
-                total, count = torch.where(fired[:, None], 0.0, total), torch.where(fired, 0.0, count)
-            y = (x + r)[:, None]
-            for block in self.up:
-                y = block(y, cos, sin, cache[block])
-            s.update(row=torch.cat([s['row'], byte[:, None]], 1), rg=torch.cat([s['rg'], g[:, None]], 1),
-                     logits=self.lm_head(y)[:, 0], x_prev=x, r=r, total=total, count=count)
+class KVCache:
+    """ generation: the keys and values (B, L, H, d) one attention layer has seen, RoPE applied, and mask (B, L), the
+        slots a later query may read. A byte layer keeps its last window-1 positions; a mid layer every chunk slot, one
+        per step in which some row's gate fired (generate unmasks it in those rows only) """
 
-        def restart(n, known): # the row becomes BOS + the last h-1 of the first n bytes, the gates before `known` kept
-            a = n - h + 1
-            prefill(torch.cat([bos, seq[:, a:n]], 1), F.pad(gates[:, a:known], (1, 0), value=1.0),
-                    F.pad(u[:, a:n, 0], (1, 0)))
-            gates[:, a:n] = s['rg'][:, 1:]
+    def __init__(self, window):
+        self.window, self.k, self.v, self.mask = window, None, None, None
 
-        if T0 <= cfg.block_size - 1:
-            prefill(idx, gates[:, :0], u[:, :T0, 0])
-            gates[:, :T0] = s['rg']
-        else:
-            restart(T0, T0 - h + 1)
-        for n in range(T0, T0 + N): # byte n, from the logits at byte n-1
-            seq[:, n] = sample_byte(s['logits'][:, :256], u[:, n - 1, 1], temperature, top_k) # bytes only, never BOS
-            if s['row'].size(1) == cfg.block_size - 1:
-                restart(n + 1, n)
-            else:
-                step(seq[:, n], u[:, n, 0])
-                gates[:, n] = s['rg'][:, -1]
-        cache.clear()
-        return seq[:, T0:], gates.long()
+    def attend(self, q, k, v, softcap):
+        """ the prefill (empty cache): the usual causal attention over its T positions, all kept; then one position at
+            a time, q, k, v (B, 1, H, d), against the cache and itself """
+        if self.k is None:
+            self.k, self.v, self.mask = k, v, k.new_ones(k.shape[:2], dtype=torch.bool)
+            return attention(q, k, v, self.window, softcap)
+        if self.window: # a byte layer: the window-1 positions before this one
+            self.k, self.v, self.mask = (t[:, max(0, t.size(1) - self.window + 1):] for t in (self.k, self.v, self.mask))
+        self.k, self.v = torch.cat([self.k, k], 1), torch.cat([self.v, v], 1)
+        self.mask = F.pad(self.mask, (0, 1), value=True)
+        mask = torch.zeros(self.mask.shape, device=q.device).masked_fill(~self.mask, float('-inf'))[:, None, None]
+        p = attention_weights(q.transpose(1, 2), self.k.transpose(1, 2), softcap, mask) # (B, H, 1, L)
+        return (p.type_as(v) @ self.v.transpose(1, 2)).transpose(1, 2)
 
 
 def sample_byte(logits, u, temperature=1.0, top_k=None):
@@ -895,18 +821,110 @@ def sample_byte(logits, u, temperature=1.0, top_k=None):
     return (cdf <= u[:, None] * cdf[:, -1:]).sum(-1).clamp(max=logits.size(-1) - 1) # a zero-probability byte never
 
 
-PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'H800': 989e12, 'B200': 2250e12, 'A100': 312e12, 'A800': 312e12,
-              'L40S': 362e12, 'L4': 121e12, 'A10': 125e12, 'RTX 4090': 165e12} # bf16 dense, the vendors' sheets
+@torch.inference_mode() # no_grad with less work per op (a step is ~200 small ops); clone() results for autograd
+def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None):
+    """ sample max_new_tokens bytes after the prompts idx (B, T0) -> new (B, max_new_tokens) and gates (B, T0 +
+        max_new_tokens), gates[:, t] the gate of byte t of cat(idx, new), each drawn once, from the distribution the
+        forward uses there (Bernoulli(rate) for uniform, which has none per byte), and kept: the gates the bytes were
+        generated with (0 for prompt bytes the model never read, see the rule below).
+        The prompt is prefilled in one forward with its gates prescribed and a placeholder byte after it, on which
+        the forward's forced last gate falls; then one step per byte, through KV caches (a byte layer's last
+        window-1 positions, every chunk for a mid layer) and each variant's small state. The logits at byte t are
+        then those of one forward over the bytes <= t and the placeholder, with these gates prescribed.
+        Each row draws from its own generator (seeds: B ints, by default drawn from torch's RNG), two uniforms per
+        byte (its gate, the next byte), so a row generates the same alone or in any batch.
+        A row holds at most block_size - 1 bytes (the placeholder makes block_size): the byte that would exceed it
+        restarts the row as BOS + the last block_size // 2 - 1 bytes, their gates kept (BOS's forced, as in a
+        training row that starts mid-document), prefilled again; a longer prompt starts that way. """
+    cfg, (B, T0), dev = self.config, idx.shape, idx.device
+    N, hd, w, h = max_new_tokens, cfg.n_embd // cfg.n_head, cfg.filter_size, cfg.block_size // 2
+    seeds = torch.randint(2 ** 62, (B,)).tolist() if seeds is None else seeds
+    gens = [torch.Generator(dev).manual_seed(int(s)) for s in seeds]
+    u = torch.stack([torch.rand(T0 + N, 2, generator=g, device=dev) for g in gens]) # (B, T0+N, 2): gate, next byte
+    seq, gates = F.pad(idx, (0, N)), torch.zeros(B, T0 + N, device=dev) # the bytes, the gates decided so far
+    bos = torch.full_like(idx[:, :1], BOS)
+    cache, s = {}, {} # {block: KVCache}; s: the row's ids and gates, logits, and the variants' states
+    rot = rope(torch.arange(cfg.block_size, device=dev), hd) # cos, sin of every byte position
+
+    def prefill(row, rg, ug):
+        """ row (B, L), the gates rg (B, K) of its first K bytes (the rest drawn here with ug (B, L)) """
+        L = row.size(1)
+        cos, sin = rot[0][:L], rot[1][:L]
+        x = self.wte(row)
+        for block in self.down: # the byte states the gates are drawn from
+            x = block(x, cos, sin)
+        for t in range(rg.size(1), L):
+            hist = F.pad(rg, (w - 1, 0))[:, t:]
+            g = torch.ones(B, device=dev) if t == 0 else self.gater.step(x[:, t], x[:, t - 1], row[:, t], row[:, t - 1],
+                                                                          t, hist, ug[:, t])[1]
+            rg = torch.cat([rg, g[:, None]], 1)
+        cache.clear()
+        cache.update({b: KVCache(b.attn.window) for b in (*self.down, *self.mid, *self.up)})
+        out = self(torch.cat([row, bos], 1), gates=F.pad(rg, (0, 1), value=1.0), cache=cache)
+        n = rg.sum(-1).long() # chunks that closed at real bytes; the placeholder's and the padding are never read
+        for b, c in cache.items(): # a byte layer drops the placeholder, a mid layer its chunk and the padding
+            c.k, c.v, c.mask = (c.k, c.v, torch.arange(c.k.size(1), device=dev) < n[:, None]) if b in self.mid \
+                else (c.k[:, :-1], c.v[:, :-1], c.mask[:, :-1])
+        p = torch.gather(out['gate_probs'], 1, out['ends']) # at each chunk's last byte
+        r = x.new_zeros(B, cfg.n_embd)
+        for k in range(int(n.max())): # what the bytes add: chunk by chunk, as the steps will go on
+            r = torch.where((k < n)[:, None], self.upsampler.read(out['z'][:, k], out['zo'][:, k], p[:, k], r), r)
+        open_ = (chunk_ids(rg) == n[:, None]).to(x.dtype)[..., None] # the bytes after the last gate
+        s.update(row=row, rg=rg, logits=out['logits'][:, L - 1], x_prev=x[:, -1], r=r,
+                 total=(x * open_).sum(1), count=open_.sum((1, 2)))
+
+    def step(byte, ug):
+        """ the next byte (B,) at row position t: its gate drawn with ug (B,), then the logits after it """
+        t = s['row'].size(1)
+        cos, sin = rot[0][t:t + 1], rot[1][t:t + 1]
+        x = self.wte(byte[:, None])
+        for block in self.down:
+            x = block(x, cos, sin, cache[block])
+        x = x[:, 0]
+        p, g = self.gater.step(x, s['x_prev'], byte, s['row'][:, -1], t, F.pad(s['rg'], (w - 1, 0))[:, t:], ug)
+        total, count, r, fired = s['total'] + x, s['count'] + 1, s['r'], g > 0
+        if fired.any(): # a chunk closes in some row: one mid step at RoPE position t, kept in those rows only
+            z, zpos = self.downsampler.step(x, total, count, t)
+            zcos, zsin = (cos, sin) if isinstance(zpos, int) else rope(zpos[:, None], hd) # nawrot's: (B, 1, hd)
+            zo = z[:, None]
+            for block in self.mid:
+                zo = block(zo, zcos, zsin, cache[block])
+                cache[block].mask[:, -1] = fired
+            r = torch.where(fired[:, None], self.upsampler.read(z, zo[:, 0], p, r), r)
+            total, count = torch.where(fired[:, None], 0.0, total), torch.where(fired, 0.0, count)
+        y = (x + r)[:, None]
+        for block in self.up:
+            y = block(y, cos, sin, cache[block])
+        s.update(row=torch.cat([s['row'], byte[:, None]], 1), rg=torch.cat([s['rg'], g[:, None]], 1),
+                 logits=self.lm_head(y)[:, 0], x_prev=x, r=r, total=total, count=count)
+
+    def restart(n, known): # the row becomes BOS + the last h-1 of the first n bytes, the gates before `known` kept
+        a = n - h + 1
+        prefill(torch.cat([bos, seq[:, a:n]], 1), F.pad(gates[:, a:known], (1, 0), value=1.0),
+                F.pad(u[:, a:n, 0], (1, 0)))
+        gates[:, a:n] = s['rg'][:, 1:]
+
+    if T0 <= cfg.block_size - 1:
+        prefill(idx, gates[:, :0], u[:, :T0, 0])
+        gates[:, :T0] = s['rg']
+    else:
+        restart(T0, T0 - h + 1)
+    for n in range(T0, T0 + N): # byte n, from the logits at byte n-1
+        seq[:, n] = sample_byte(s['logits'][:, :256], u[:, n - 1, 1], temperature, top_k) # bytes only, never BOS
+        if s['row'].size(1) == cfg.block_size - 1:
+            restart(n + 1, n)
+        else:
+            step(seq[:, n], u[:, n, 0])
+            gates[:, n] = s['rg'][:, -1]
+    cache.clear()
+    return seq[:, T0:], gates.long()
 
 
-def gpu_peak_flops(name):
-    """ bf16 dense peak of a GPU by its name ('NVIDIA H100 80GB HBM3' -> 989e12), None if it is not in PEAK_FLOPS;
-        the first key in the name wins, so 'A100' is tried before 'A10' and 'L40S' before 'L4' """
-    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+ByteUNet.generate = generate # a method, as DESIGN.md's model.generate(...); defined here, beside its parts
 
 
 # -----------------------------------------------------------------------------
-# Losses and metrics
+# The training objective: the REINFORCE returns, the rate losses, the next-byte loss
 
 def discounted_returns(r, gamma, block=64):
     """ G[:, t] = sum_k gamma**k * r[:, t+k] (no host sync, no scipy): a matmul inside blocks of 64 positions, then
@@ -952,6 +970,9 @@ def next_byte_nll(logits, idx):
     return F.cross_entropy(logits[:, :-1].float().transpose(1, 2), idx[:, 1:], reduction='none')
 
 
+# -----------------------------------------------------------------------------
+# Boundary metrics: one definition for train.py, eval.py, sample.py and the experiments
+
 def boundary_counts(idx, gates, mask):
     """ sums over the decided positions of whole rows idx (B, T), BOS at 0: the real ones (mask (B, T) bool) but 0 and
         T-1, whose gates are forced, nobody's decision -> (6,) int64, exact on any device (the callers sum them in
@@ -982,23 +1003,9 @@ def boundary_metrics(counts):
     return dict(rate=g / n if n else math.nan, ws_boundary=g_ws / n_ws if n_ws else math.nan,
                 word_boundary=ws_hit / n_ws if n_ws else math.nan, boundary_precision=g_edge / g if g else math.nan)
 
+
 # -----------------------------------------------------------------------------
-# Attention without flash-attn, and bytes in and out (BPE guidance)
-
-def local_attention(q, k, v, w, softcap):
-    """ sliding-window causal attention without flash-attn: blocks of w queries, each against the w keys of its own
-        block and the w of the block before (zeros before block 0), so the scores take O(T*w) memory, not O(T^2) """
-    B, T, H, d = q.shape
-    n = -(-T // w) # blocks, the last one right-padded (padded keys lie in the future of every real query)
-    q, k, v = (F.pad(t.transpose(1, 2), (0, 0, 0, n * w - T)).view(B, H, n, w, d) for t in (q, k, v))
-    k, v = (torch.cat([F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :-1], t], dim=3) for t in (k, v)) # (B, H, n, 2w, d)
-    i, j, b = (torch.arange(m, device=q.device) for m in (w, 2 * w, n))
-    i = i[:, None] + w # the queries sit in the second half of their 2w keys
-    allowed = (j <= i) & (j > i - w) & ((b[:, None, None] > 0) | (j >= w)) # (n, w, 2w)
-    mask = torch.zeros(allowed.shape, device=q.device).masked_fill(~allowed, float('-inf'))
-    y = attention_weights(q, k, softcap, mask).type_as(v) @ v # (B, H, n, w, d)
-    return y.reshape(B, H, n * w, d)[:, :, :T].transpose(1, 2)
-
+# Not the network: checkpoints, bytes in and out, BPE guidance, peak FLOPs
 
 def load_checkpoint(out_dir, device, script):
     """ out_dir/ckpt.pt (train.py's) -> the model, in eval mode on device, and the checkpoint dict; a missing or
@@ -1072,3 +1079,13 @@ def bpe_gates(enc, data, T):
     g = torch.zeros(T)
     g[[e + 2 for e in bpe_ends(enc, data) if e + 2 <= len(data)]] = 1.0 # data byte e+1 is row position e+2
     return g
+
+
+PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'H800': 989e12, 'B200': 2250e12, 'A100': 312e12, 'A800': 312e12,
+              'L40S': 362e12, 'L4': 121e12, 'A10': 125e12, 'RTX 4090': 165e12} # bf16 dense, the vendors' sheets
+
+
+def gpu_peak_flops(name):
+    """ bf16 dense peak of a GPU by its name ('NVIDIA H100 80GB HBM3' -> 989e12), None if it is not in PEAK_FLOPS;
+        the first key in the name wins, so 'A100' is tried before 'A10' and 'L40S' before 'L4' """
+    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
