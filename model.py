@@ -7,11 +7,12 @@ An autoregressive U-Net over raw bytes that learns where its token boundaries go
                           +-> early-exit head (a cheap next-byte guess; the RL reward is how much the rest helps)
 
 The byte layers attend over a sliding window of 64 bytes; the mid layers see one vector per chunk, about one in
-five bytes, so a mid layer costs about a fifth of a byte layer. By flops_per_byte the byte layers still take 60-75%
-of the training FLOPs of the presets up to 147m; the mid layers take most only in 130m (58%) and 346m (70%).
+five bytes, over the whole row. A mid layer's MLP is 4x wider, so per byte a mid layer costs about half a byte layer
+(0.47-0.49 by flops_per_byte, block_size 4096, rate 0.2), and the mid layers take 26% (40m, 90m), 41% (18m, 32m,
+73m, 147m), 58% (130m) and 70% (346m) of a preset's training FLOPs.
 The gater is trained by REINFORCE in train.py (the paper's method, `sequential`); the straight-through baselines
-(`hnet`, `nawrot`) and fixed boundaries (`uniform`, `equidistant`, `whitespace`, BPE through `gates=`) share the same
-model, so a comparison is one flag away.
+(`hnet`, `nawrot`) and fixed boundaries (`uniform`, `equidistant`, `whitespace`, the word controls, BPE through
+`gates=`) share the same model, so a comparison is one flag away.
 
 Departures from the paper's code, each on purpose:
 - exact integer RoPE positions (the reference rounds them to bf16), fp32 master weights with bf16 autocast;
@@ -73,13 +74,13 @@ class UNetConfig:
             if getattr(self, name) not in table:
                 raise ValueError(f"unknown {name} '{getattr(self, name)}'; choose one of {', '.join(table)}")
         if not 0 <= self.word_rate < 1:
-            raise ValueError(f"word_rate={self.word_rate} must be in [0, 1): the word rule's share of positions, 0 for none")
+            raise ValueError(f"word_rate={self.word_rate} must be in [0, 1): the word rule's share of positions")
 
 
 PRESETS = {  # the paper's sizes, head size 64; the name counts parameters with both heads
     '18m':  dict(n_embd=384, n_head=6, n_down=2, n_mid=6, n_up=2),
     '32m':  dict(n_embd=512, n_head=8, n_down=2, n_mid=6, n_up=2),
-    '40m':  dict(n_embd=512, n_head=8, n_down=4, n_mid=6, n_up=4),
+    '40m':  dict(n_embd=512, n_head=8, n_down=4, n_mid=6, n_up=4),     # in the paper's size table; no config
     '73m':  dict(n_embd=768, n_head=12, n_down=2, n_mid=6, n_up=2),
     '90m':  dict(n_embd=768, n_head=12, n_down=4, n_mid=6, n_up=4),
     '130m': dict(n_embd=768, n_head=12, n_down=2, n_mid=12, n_up=2),
@@ -246,9 +247,9 @@ def gather(z, ids):
 # Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, each (B, T).
 # x is the down layers' output. With `gates` given they are prescribed (no sampling) and the policy is scored on
 # them. Gates are floats; only `nawrot` lets a gradient through them. The model forces both ends afterwards.
-# For generation, gater.step(x, x_prev, byte, byte_prev, t, hist, u) -> gate_probs, gates (B,) decides one row position
-# t >= 1 as forward does there: x, x_prev (B, C) the down states at t and t-1, byte, byte_prev (B,) the ids at t and t-1,
-# hist (B, w-1) the gates at t-w+1..t-1 (0 before the row), u (B,) a uniform draw per row.
+# For generation, gater.step(x, x_prev, byte, byte_prev, t, hist, u) -> gate_probs, gates (B,) decides one row
+# position t >= 1 as forward does there: x, x_prev (B, C) the down states at t and t-1, byte, byte_prev (B,) the ids
+# at t and t-1, hist (B, w-1) the gates at t-w+1..t-1 (0 before the row), u (B,) a uniform draw per row.
 
 def logit(p):
     return math.log(p / (1 - p))
@@ -323,13 +324,19 @@ class SequentialGater(nn.Module):
     @torch.no_grad()
     @torch.compiler.disable # one graph break; its step count depends on T
     def sample(self, V, u, block=None, chunk=8):
-        """ the scan's gates for the same draws u (B, T), in about L + log2(T/L) steps instead of T. A history h in
-            0..H-1, H = 2^(w-1), has bit i = a_{t-w+1+i}. At each t the gate under every h is one comparison, so
-            position t is a map M_t: history before t -> history after t, h -> h // 2 + a_t(h) * H/2. Maps compose
-            associatively: composed one by one inside blocks of L positions (for all H starts at once), then by doubling
+        """ the fast path of the same draw as the reference loop `scan`: its gates for the same uniforms u (B, T), in
+            about L + log2(T/L) steps instead of T. A history h in 0..H-1, H = 2^(w-1), has bit i = a_{t-w+1+i}. At each
+            t the gate under every h is one comparison, so position t is a map M_t: history before t -> history after t,
+            h -> h // 2 + a_t(h) * H/2, kept as a table of H entries; two maps compose by one gather:
+                w = 3, H = 4 histories h = a_{t-2} + 2 a_{t-1}     h            0 1 2 3
+                the gate at t under each h (a comparison each)     a_t(h)       1 0 1 0  ->  M_t   = [2 0 3 1]
+                the gate at t+1 under each h                       a_{t+1}(h)   0 0 1 1  ->  M_t+1 = [0 0 3 3]
+                M_t+1 o M_t = M_t+1[M_t] = [3 0 3 0]: from h = 0, a_t = 1 (h -> 2), then a_{t+1} = 1 (h -> 3)
+            Maps are composed one by one inside blocks of L positions (for all H starts at once), then by doubling
             (Hillis-Steele) across blocks; a row starts from h = 0, so each block's start follows, and one pass over the
-            block with that start reads off its gates. L = 1 on a GPU (ceil(log2 T) steps), L ~ sqrt(T) on a CPU (least
-            work). Memory: the gates under every history, B*T*H bools (B=8, T=4096, w=8: 4 MB); the filter sums and
+            block from that start reads off its gates. Blocks of L = 1 position on a GPU (about log2 T doubling steps),
+            of about sqrt(T) on a CPU (least work).
+            Memory: the gates under every history, B*T*H bools (B=8, T=4096, w=8: 4 MB); the filter sums and
             maps of C = min(chunk, L) positions, C*B*(T/L)*H floats and int64 (6 MB at L = 64, 50 MB at L = 1); the
             block maps, B*(T/L)*H int64 (0.5 MB at L = 64, 34 MB at L = 1). -> a (B, w-1+T) """
         B, T, w = V.shape
@@ -385,13 +392,13 @@ class UniformGater(nn.Module):
         probs = torch.full((B, T), self.rate, device=idx.device)
         return probs.logit(), probs, gates
 
-    def step(self, x, x_prev, byte, byte_prev, t, hist, u): # generation cannot fix a count ahead: Bernoulli(rate), as bernoulli
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u): # no count fixed ahead: Bernoulli(rate), as bernoulli
         p = torch.full_like(u, self.rate)
         return p, (u < p).float()
 
 
 class BernoulliGater(nn.Module):
-    """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies """
+    """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies (no config; DESIGN.md lists it) """
 
     def __init__(self, config):
         super().__init__()
@@ -408,7 +415,7 @@ class BernoulliGater(nn.Module):
 
 
 class EquidistantGater(nn.Module):
-    """ a boundary every round(1/rate) bytes: 1 0 0 0 0 1 0 0 0 0 1 ... """
+    """ a boundary every round(1/rate) bytes: 1 0 0 0 0 1 0 0 0 0 1 ... (no config; DESIGN.md lists it) """
 
     def __init__(self, config):
         super().__init__()
@@ -527,7 +534,7 @@ class NawrotGater(nn.Module):
             gates = (probs > 0.5).float() - probs.detach() + probs # forward 0/1, backward d s
         return logits, probs, gates
 
-    def step(self, x, x_prev, byte, byte_prev, t, hist, u): # the relaxed sample is > 1/2 iff logit + logistic noise > 0: p
+    def step(self, x, x_prev, byte, byte_prev, t, hist, u): # s > 1/2 iff logit + logistic noise > 0: p
         p = torch.sigmoid(self.mlp(x).squeeze(-1).float())
         return p, (u < p).float()
 
@@ -559,6 +566,7 @@ class HNetGater(nn.Module):
 
 
 GATERS = {
+    'sequential': SequentialGater,   # the paper's method: gates conditioned on the previous w-1 gates, REINFORCE
     'uniform': UniformGater,         # exactly round(rate*T) random boundaries (the paper's Uniform)
     'bernoulli': BernoulliGater,     # i.i.d. Bernoulli(rate)
     'equidistant': EquidistantGater, # every round(1/rate) bytes
@@ -566,7 +574,6 @@ GATERS = {
     'word_ends': WordEndsGater,      # at the space after each word (a control)
     'word_onsets': WordOnsetsGater,  # at each word's first byte (a control)
     'linear': LinearGater,           # independent learned gates, REINFORCE
-    'sequential': SequentialGater,   # the paper's method: gates conditioned on the previous w-1 gates, REINFORCE
     'nawrot': NawrotGater,           # Gumbel-sigmoid + straight-through (Nawrot et al. 2023)
     'hnet': HNetGater,               # cosine router, trained through the smoothing upsampler (Hwang et al. 2025)
 }
@@ -590,7 +597,7 @@ class SelectDownsampler(nn.Module):
 
 
 class MeanDownsampler(nn.Module):
-    """ a chunk is the mean of its bytes: z_k = mean x over (e_{k-1}, e_k] """
+    """ a chunk is the mean of its bytes: z_k = mean x over (e_{k-1}, e_k] (no config; DESIGN.md lists it) """
 
     def forward(self, x, gates, ends):
         B, T, C = x.shape
@@ -826,16 +833,19 @@ def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None)
     """ sample max_new_tokens bytes after the prompts idx (B, T0) -> new (B, max_new_tokens) and gates (B, T0 +
         max_new_tokens), gates[:, t] the gate of byte t of cat(idx, new), each drawn once, from the distribution the
         forward uses there (Bernoulli(rate) for uniform, which has none per byte), and kept: the gates the bytes were
-        generated with (0 for prompt bytes the model never read, see the rule below).
-        The prompt is prefilled in one forward with its gates prescribed and a placeholder byte after it, on which
-        the forward's forced last gate falls; then one step per byte, through KV caches (a byte layer's last
-        window-1 positions, every chunk for a mid layer) and each variant's small state. The logits at byte t are
-        then those of one forward over the bytes <= t and the placeholder, with these gates prescribed.
+        generated with (0 for prompt bytes the model never read, see 3.).
+        1. Prefill: the row, BOS and the prompt, gets its gates drawn byte by byte (gater.step), then one forward
+           with them prescribed and a placeholder byte after it (BOS, id 256). The forward forces a gate on its last
+           position: the placeholder takes it, so the last real byte keeps its drawn gate. Nothing reads the
+           placeholder: its logits are not used and the KV caches drop it.
+        2. One step per new byte, through the KV caches (a byte layer's last window-1 positions, every chunk for a
+           mid layer) and each variant's small state. The logits at byte t are those of one forward over the bytes
+           <= t and the placeholder, with these gates prescribed.
+        3. Restart: a row holds at most block_size - 1 bytes (with the placeholder, block_size). The byte that would
+           exceed it makes the row BOS + the last block_size // 2 - 1 bytes, the gates already drawn kept (BOS's
+           forced, as in a training row that starts mid-document), prefilled again as in 1. A longer prompt starts so.
         Each row draws from its own generator (seeds: B ints, by default drawn from torch's RNG), two uniforms per
-        byte (its gate, the next byte), so a row generates the same alone or in any batch.
-        A row holds at most block_size - 1 bytes (the placeholder makes block_size): the byte that would exceed it
-        restarts the row as BOS + the last block_size // 2 - 1 bytes, their gates kept (BOS's forced, as in a
-        training row that starts mid-document), prefilled again; a longer prompt starts that way. """
+        byte (its gate, the next byte), so a row generates the same alone or in any batch. """
     cfg, (B, T0), dev = self.config, idx.shape, idx.device
     N, hd, w, h = max_new_tokens, cfg.n_embd // cfg.n_head, cfg.filter_size, cfg.block_size // 2
     seeds = torch.randint(2 ** 62, (B,)).tolist() if seeds is None else seeds
@@ -981,7 +991,7 @@ def boundary_counts(idx, gates, mask):
         A word ends either at its last byte or at the space after it:
             row       BOS h i ' ' y o u ' ' a l l
             gates     1   0 1  0  0 1 0  1  0 0 1
-            -> [3, 9, 1, 2, 2, 2]: positions 1..9; gates at 2 5 7; whitespace 3 7 (gated 7); edges 2 3 6 7 (gated 2 7) """
+            -> [3, 9, 1, 2, 2, 2]: positions 1..9, gates 2 5 7, whitespace 3 7 (gated 7), edges 2 3 6 7 (gated 2 7) """
     t = torch.arange(idx.size(1), device=idx.device)
     decided = mask & (t > 0) & (t < idx.size(1) - 1)           # (B, T): the forced ends are not counted
     space = is_space(idx) & mask                               # the text around a decision: every real byte
@@ -1034,7 +1044,8 @@ def decode(ids):
     return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode('utf-8', errors='replace')
 
 
-BPE_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s""" # GPT-2's, as tiktoken's gpt2
+# GPT-2's pre-tokenisation regex, as tiktoken's gpt2 uses it (its r50k_pat_str)
+BPE_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
 
 def load_bpe(name):

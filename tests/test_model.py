@@ -933,6 +933,21 @@ def test_preset_parameter_counts(name, expected):
     assert abs(m.get_num_params() - expected) / expected < 0.02
 
 
+def test_module_docstring_flops_claims():
+    """ model.py's docstring: per byte a mid layer costs about half a byte layer (one more layer of each, at the paper's
+        block_size 4096 and rate 0.2), and the mid layers' share of each preset's training FLOPs (flops_per_byte at
+        rate 0 has no mid level: every mid term scales with the rate) """
+    def fpb(**kw):
+        with torch.device('meta'):
+            return ByteUNet(UNetConfig(**{**PRESETS['73m'], 'block_size': 4096, 'gater': 'uniform', **kw})).flops_per_byte
+    for name, share in (('18m', 41), ('32m', 41), ('40m', 26), ('73m', 41), ('90m', 26), ('130m', 58), ('147m', 41),
+                        ('346m', 70)):
+        f = fpb(**PRESETS[name])
+        assert round(100 * (f() - f(0.0)) / f()) == share, name
+    mid, byte = fpb(n_mid=7)() - fpb()(), fpb(n_down=3)() - fpb()()
+    assert 0.47 <= mid / byte <= 0.49
+
+
 def test_configure_optimizers_fused_on_a_cpu_matches_plain_adamw():
     """ the fused AdamW (3x faster than the per-tensor loop for the 18M model on a CPU) takes the steps of the plain
         one; decay on matrices and the embedding only """
