@@ -70,7 +70,8 @@ ABLATIONS = {'gamma1': ['--gamma=1.0'], 'no_early_exit': ['--early_exit_reward=F
              'no_consistency': ['--rate_weight=0.0'], 'w1': ['--filter_size=1']}
 COMPARE = {'random': ['config/method_random.py'], 'sequential': None, # None: the quick start, levers' `learned`
            'hnet': ['config/method_hnet.py'], 'nawrot': ['config/method_nawrot.py'],
-           'whitespace': ['config/method_whitespace.py'], 'random_early': ['config/method_random.py', '--early_weight=0.1']}
+           'whitespace': ['config/method_whitespace.py'],
+           'random_early': ['config/method_random.py', '--early_weight=0.1']} # its early exit trained, as sequential's
 
 # values the configurator cannot judge by their type: one line each, before any work starts
 if table not in ('',) + TABLES or not (table or figure):
@@ -244,7 +245,8 @@ def settings(name):
         return {'learned': ([], 'levers'), 'random': (['--gater=uniform'], 'controls'),
                 'word_ends': (['--gater=word_ends', f"--word_rate={p['word_ends']:.4f}"], 'controls'),
                 'word_onsets': (['--gater=word_onsets', f"--word_rate={p['word_onsets']:.4f}"], 'controls'),
-                'bpe': (['--prescribe=bpe', f"--bpe_encoding={rel(p['bpe']['path'])}"], 'controls')}
+                'bpe': (['--prescribe=bpe', f"--bpe_encoding={rel(p['bpe']['path'])}", '--gater=uniform'], 'controls')}
+    # (bpe: a gater without parameters, as config/method_bpe.py: a policy loss on prescribed gates would still train x)
     if name == 'ablations': # the chosen setting itself (levers' runs), then each ablation on top of it
         pre = '' if ablate == 'learned' else f'{ablate}_'
         return {ablate: (LEVERS[ablate], 'levers'),
@@ -363,8 +365,8 @@ def tabulate(name, table_runs):
     for r in results:
         groups.setdefault(r['setting'], []).append(r)
     rows = []
-    print(f"\n$ {command}\n{len(results)} of {len(table_runs)} runs finished; train.py's last val row, mean ± std over "
-          f"seeds\n| setting | seeds | MB seen | " + ' | '.join(KEYS) + ' |\n|---|---|---|' + '---|' * len(KEYS))
+    print(f"\n$ {command}\n{len(results)} of {len(table_runs)} runs finished; train.py's last val row, mean ± std "
+          f"over seeds\n| setting | seeds | MB seen | " + ' | '.join(KEYS) + ' |\n|---|---|---|' + '---|' * len(KEYS))
     for setting, rs in groups.items():
         row = dict(setting=setting, seeds=[r['seed'] for r in rs], bytes=rs[0]['bytes'], command=rs[0]['command'])
         for k in KEYS:
@@ -392,7 +394,9 @@ def tabulate(name, table_runs):
             ax.plot(x, np.mean([[c[k] for c in r['curve'][1:n]] for r in rs], 0), marker='.',
                     label=f"{setting} ({len(rs)} seeds)")
     for ax, k in zip(axes, ['val bits per byte', 'word-edge recall (word_boundary)']):
-        ax.set_xlabel('bytes seen (millions)'), ax.set_ylabel(k), ax.grid(alpha=0.3), ax.legend(fontsize=8)
+        ax.set_xlabel('bytes seen (millions)'), ax.set_ylabel(k), ax.grid(alpha=0.3)
+        if groups:
+            ax.legend(fontsize=8)
     fig.suptitle(command, fontsize=9)
     plt.savefig(os.path.join(assets, f'{name}.png'), dpi=120, bbox_inches='tight')
     plt.close(fig)

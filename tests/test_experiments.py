@@ -41,8 +41,8 @@ def exp(tmp_path_factory):
     write_split(root / 'data' / 'pycode', 'val', VAL)
 
     def run(*args, check=True):
-        cmd = [sys.executable, os.path.join(ROOT, 'experiments.py'), f'--out_root={root}/out', f'--assets={root}/assets',
-               f'--data_dir={root}/data', '--iters=2', '--eval_iters=1', '--jobs=1', *args]
+        cmd = [sys.executable, os.path.join(ROOT, 'experiments.py'), f'--out_root={root}/out',
+               f'--assets={root}/assets', f'--data_dir={root}/data', '--iters=2', '--eval_iters=1', '--jobs=1', *args]
         res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=1800,
                              env={**os.environ, 'OMP_NUM_THREADS': '1'})
         assert not check or res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
