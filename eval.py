@@ -302,7 +302,8 @@ def load_tasks(names, known, include_path=''):
             kind, have = tm.task_index[name].kind.name.lower(), sorted(t.task_name for t in jobs[name])
             rest = sorted(set(have) - set(gen))
             raise SystemExit(f"eval.py: {kind} '{name}' holds {len(have)} tasks ({', '.join(have)}), of which "
-                             f"{', '.join(sorted(gen))} generate text, which a likelihood scorer cannot run; "
+                             f"{', '.join(sorted(gen))} generate{'s' * (len(gen) == 1)} text, which a likelihood "
+                             f"scorer cannot run; "
                              + (f"pass the others: --tasks={','.join(rest)}" if rest else "none can run here"))
     return jobs, tm
 

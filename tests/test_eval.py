@@ -1,22 +1,24 @@
 """
 eval.py as a user runs it: the lm-evaluation-harness adapter scores bytes as the model's logits do; a real harness run,
 offline, on a tiny local multiple-choice task gives acc in [0, 1] and the gold continuation's bpb of a direct
-computation; the fineweb protocol reproduces train.py's own val bpb on the same rows and seed; one-line errors.
-Run: python -m pytest -q tests/test_eval.py   (about a minute on 2 cores, most of it the harness's task index)
+computation; a group or tag is one row per task; the fineweb protocol reproduces train.py's own val bpb on the same
+rows and seed, and runs without lm_eval or tiktoken; offline is one quiet line; one-line errors; stdout is line-buffered.
+Run: python -m pytest -q tests/test_eval.py
 """
+import importlib.util
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from lm_eval.api.instance import Instance
-
-from conftest import ROOT
+from conftest import ROOT, needs, run_blocked_on_fifo
 from eval import ByteLM, gold_bpb
 from model import BOS, ByteUNet, UNetConfig, next_byte_nll
 
@@ -39,9 +41,14 @@ doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
 doc_to_target: label
 doc_to_choice: "{{{{choices}}}}"
 metric_list:
-  - metric: acc
-  - metric: acc_norm
+  - {{metric: acc, aggregation: mean, higher_is_better: true}}
+  - {{metric: acc_norm, aggregation: mean, higher_is_better: true}}
 """
+
+
+def request(*args):
+    """ a harness request as ByteLM reads it (lm_eval's Instance: only .args), so the adapter tests need no lm_eval """
+    return SimpleNamespace(args=args)
 
 
 def tiny_model(gater='whitespace', seed=0):
@@ -85,12 +92,12 @@ def test_adapter_loglikelihoods_equal_the_logits():
     model = tiny_model()
     reqs = [('Question: hi\nAnswer:', ' yes'), ('', 'abc'), ('x' * 100, ' tail'), ('naïve', ' café'), ('a b', ' c')]
     lm = ByteLM(model, batch_size=2) # batches of different lengths: padding must not change a score
-    got = lm.loglikelihood([Instance('loglikelihood', {}, r, i) for i, r in enumerate(reqs)])
+    got = lm.loglikelihood([request(*r) for r in reqs])
     for (c, x), (ll, greedy) in zip(reqs, got):
         assert ll == pytest.approx(direct_ll(model, c, x), abs=1e-4) # 'x' * 100: left-truncated to block_size
         assert isinstance(greedy, bool)
     text = 'def f(x):\n    return x + 1\n' * 5 # 140 bytes: rows BOS + 63, 63, 14 bytes
-    (rolled,) = lm.loglikelihood_rolling([Instance('loglikelihood_rolling', {}, (text,), 0)])
+    (rolled,) = lm.loglikelihood_rolling([request(text)])
     data = text.encode()
     parts = [direct_ll(model, '', data[s:s + 63].decode()) for s in range(0, len(data), 63)]
     assert rolled == pytest.approx(sum(parts), abs=1e-4)
@@ -103,11 +110,12 @@ def test_adapter_is_greedy_flag():
     X = torch.tensor([[BOS, *b'ab']])
     with torch.no_grad():
         best = model(X)['logits'][0, 2, :256].argmax().item() # the model's own next byte after 'ab'
-    got = ByteLM(model).loglikelihood([Instance('loglikelihood', {}, ('ab', chr(b)), b) for b in range(128)])
+    got = ByteLM(model).loglikelihood([request('ab', chr(b)) for b in range(128)])
     assert [g for _, g in got] == [b == best for b in range(128)] # one-byte characters: greedy iff the argmax
 
 
 def test_harness_run_on_a_local_task_offline(ckpt):
+    needs('lm_eval')
     root, model = ckpt
     r = run_eval(f'--out_dir={root}', '--tasks=tiny_mc', f'--include_path={root / "tasks"}', '--device=cpu',
                  '--batch_size=3')
@@ -180,20 +188,135 @@ def test_fineweb_protocol_matches_train_py_val_bpb(tmp_path):
     assert 'samples them' in r.stdout and '1337' in r.stdout # the output says the gates were sampled, and how
 
 
-def test_one_line_errors(ckpt, tmp_path):
+
+def gold_mean(model, prompt):
+    """ the mean gold-choice bpb of QUESTIONS under a task whose doc_to_text is f'{prompt}: ...\\nAnswer:' """
+    return np.mean([-direct_ll(model, f'{prompt}: {q}\nAnswer:', ' ' + c[label]) / len((' ' + c[label]).encode())
+                    / math.log(2) for q, c, label in QUESTIONS])
+
+
+def test_a_group_or_tag_runs_its_tasks_or_is_refused_in_one_line(ckpt, tmp_path):
+    """ a local folder: tiny_a and tiny_b under the tag tiny_tag and the group tiny_group; tiny_gen generates text
+        and shares the tag tiny_mixed with tiny_a. A tag and a group become one row per task; tiny_mixed is refused """
+    needs('lm_eval')
+    root, model = ckpt
+    tasks = tmp_path / 'tasks'
+    tasks.mkdir()
+    for name, prompt, tags in (('tiny_a', 'Question', '[tiny_tag, tiny_mixed]'), ('tiny_b', 'Q', '\n  - tiny_tag')):
+        (tasks / f'{name}.yaml').write_text(f'tag: {tags}\n' + YAML.replace('task: tiny_mc', f'task: {name}')
+                                            .replace('Question:', f'{prompt}:').format(path=root / 'tiny_mc.jsonl'))
+    (tasks / 'tiny_gen.yaml').write_text(f"task: tiny_gen\ntag: tiny_mixed\ndataset_path: json\ndataset_kwargs:\n"
+        f"  data_files:\n    validation: {root / 'tiny_mc.jsonl'}\noutput_type: generate_until\nvalidation_split: "
+        "validation\ndoc_to_text: '{{question}}'\ndoc_to_target: '{{choices[label]}}'\ngeneration_kwargs:\n"
+        "  until: ['\\n']\nmetric_list:\n  - {metric: exact_match, aggregation: mean, higher_is_better: true}\n")
+    (tasks / '_tiny_group.yaml').write_text('group: tiny_group\ntask:\n  - tiny_a\n  - tiny_b\n')
+    outs = []
+    for name in ('tiny_tag', 'tiny_group', 'tiny_mixed'):
+        outs.append(tmp_path / name)
+        outs[-1].mkdir()
+        shutil.copy(root / 'ckpt.pt', outs[-1])
+    procs = [subprocess.Popen([sys.executable, 'eval.py', f'--out_dir={out}', f'--tasks={out.name}', '--device=cpu',
+                               f'--include_path={tasks}'], cwd=ROOT, env=OFFLINE, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for out in outs] # at once
+    (out1, err1), (out2, err2), (_, err3) = [p.communicate(timeout=1800) for p in procs]
+    for out, kind, stdout, err, p in zip(outs, ('tag', 'group'), (out1, out2), (err1, err2), procs):
+        assert p.returncode == 0, stdout[-2000:] + err[-3000:]
+        res = json.load(open(out / 'eval.json'))['tasks']
+        assert sorted(res) == ['tiny_a', 'tiny_b'] and res['tiny_a']['n'] == res['tiny_b']['n'] == len(QUESTIONS)
+        assert res['tiny_a']['bpb'] == pytest.approx(gold_mean(model, 'Question'), abs=1e-5) # each task its own row
+        assert res['tiny_b']['bpb'] == pytest.approx(gold_mean(model, 'Q'), abs=1e-5)
+        assert f'{out.name}: a {kind} of 2 tasks: ' in stdout
+    assert procs[2].returncode == 1 and 'Traceback' not in err3 and len(err3.strip().splitlines()) == 1, err3
+    assert "tag 'tiny_mixed' holds 2 tasks (tiny_a, tiny_gen)" in err3 and 'tiny_gen generate' in err3
+    assert '--tasks=tiny_a' in err3 and not (outs[2] / 'eval.json').exists()
+
+
+def test_fineweb_and_sample_run_without_the_optional_packages(ckpt, lean, tmp_path):
+    """ lm_eval, tiktoken, datasets, tqdm, matplotlib and wandb fail to import (lean's stubs): the fineweb bpb runs and
+        shows the dataset's meta.json; a harness task says in one line what to install """
+    root, model = ckpt
+    docs = [b'def f(x):\n    return x\n', b'hello world ' * 3, b'a = 1\n']
+    write_split(tmp_path / 'lean', 'test', docs)
+    meta = dict(name='lean', source='/src/corpus', revision=None, args=dict(val_every=20),
+                splits=dict(test=dict(docs=3, bytes=sum(map(len, docs)))))
+    (tmp_path / 'lean' / 'meta.json').write_text(json.dumps(meta))
+    shutil.copy(root / 'ckpt.pt', tmp_path)
+    env = dict(OFFLINE, PYTHONPATH=str(lean))
+    r = run_eval(f'--out_dir={tmp_path}', '--tasks=fineweb', f'--data_dir={tmp_path}', '--dataset=lean', env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    out = json.load(open(tmp_path / 'eval.json'))
+    X = torch.tensor([[BOS, *d] + [0] * (63 - len(d)) for d in docs]) # the fineweb protocol, one batch, by hand
+    torch.manual_seed(1337)
+    with torch.no_grad():
+        nll = next_byte_nll(model(X)['logits'], X)
+    bpb = np.mean([nll[i, :len(d)].sum().item() / len(d) / math.log(2) for i, d in enumerate(docs)])
+    assert out['tasks']['fineweb']['n'] == 3 and out['tasks']['fineweb']['bpb'] == pytest.approx(bpb, abs=1e-5)
+    assert out['data'] == meta # prepare.py's record, kept beside the numbers
+    assert f"data {tmp_path / 'lean'}: source /src/corpus, revision not pinned, prepare.py --val_every=20" in r.stdout
+    os.remove(tmp_path / 'eval.json')
+    r = run_eval(f'--out_dir={tmp_path}', '--tasks=fineweb,piqa', f'--data_dir={tmp_path}', '--dataset=lean', env=env)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert 'needs lm-evaluation-harness' in r.stderr and 'pip install lm-eval' in r.stderr
+    assert not (tmp_path / 'eval.json').exists()
+
+
+def test_offline_hub_task_is_one_line(ckpt, tmp_path):
+    """ no network (a hub address that never resolves, RFC 6761 .invalid) and nothing cached: eval.py notices before
+        the harness loads anything and runs it offline, so piqa fails at once in one line, with no retry lines """
+    needs('lm_eval')
     root, _ = ckpt
-    write_split(tmp_path / 'none', 'val', [b'abc'])
+    env = {k: v for k, v in os.environ.items() if not k.startswith('HF_')} # no HF_HUB_OFFLINE: eval.py must find out
+    env.update(OMP_NUM_THREADS='1', HF_ENDPOINT='https://nanotok.invalid', HF_HOME=str(tmp_path / 'hf'))
+    r = run_eval(f'--out_dir={root}', '--tasks=piqa', '--device=cpu', env=env)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("eval.py: cannot fetch the data of task 'piqa'") and 'no network' in r.stderr
+
+
+def test_one_line_errors(ckpt, tmp_path):
+    """ each bad input: exit 1, one line on stderr naming the value and the fix, no traceback, no eval.json """
+    root, _ = ckpt
+    shutil.copy(root / 'ckpt.pt', tmp_path)
+    for name in ('none', 'pycode', 'broken'): # datasets without a test split (pycode never has one)
+        write_split(tmp_path / name, 'val', [b'abc'])
+    (tmp_path / 'broken' / 'meta.json').write_text('{"source": ') # cut short
     (tmp_path / 'hub').mkdir() # piqa's own data source, the hub, with the network switched off
     (tmp_path / 'hub' / 'hub_piqa.yaml').write_text('task: hub_piqa\ndataset_path: baber/piqa\n' # as lm-eval's piqa
         "output_type: multiple_choice\nvalidation_split: validation\ndoc_to_text: '{{goal}}'\ndoc_to_target: label\n"
         "doc_to_choice: '{{[sol1, sol2]}}'\n")
-    runs = [('--tasks=fineweb', f'--data_dir={tmp_path}'), ('--tasks=hub_piqa', f'--include_path={tmp_path / "hub"}'),
-            ('--tasks=piqa_typo,fineweb', f'--data_dir={tmp_path}', '--split=val')]
-    procs = [subprocess.Popen([sys.executable, 'eval.py', f'--out_dir={root}', *args], cwd=ROOT, env=OFFLINE,
-                              text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args in runs] # at once
-    (err1, rc1), (err2, rc2), (err3, rc3) = [(p.communicate(timeout=600)[1], p.returncode) for p in procs]
-    assert rc1 == 1 and 'no test split' in err1 and 'python prepare.py none' in err1
-    assert '--split=val' in err1 and 'Traceback' not in err1
-    assert rc2 == 1 and 'no network' in err2 and 'dataset_path: json' in err2
-    assert 'Traceback' not in err2 and err2.strip().splitlines()[-1].startswith('eval.py: cannot fetch')
-    assert rc3 == 1 and "unknown task 'piqa_typo'" in err3 and 'Traceback' not in err3
+    n_gpu = torch.cuda.device_count()
+    cases = [(('--tasks=fineweb',), ['none has no test split', '--split=val'], 'python prepare.py'),
+             (('--tasks=fineweb', '--dataset=pycode'), ['pycode has no test split', '--split=val'], 'python prepare.py'),
+             (('--tasks=fineweb', '--dataset=broken', '--split=val'), [f"cannot read {tmp_path / 'broken'}"], None),
+             (('--tasks=fineweb', '--split=tset'), ['no tset split', '(it has val)', '--split=val'], None),
+             (('--tasks=piqa_typo,fineweb', '--split=val'), ["unknown task 'piqa_typo'", 'closest: piqa'], None),
+             (('--tasks=tiny_mc', f'--include_path={tmp_path / "nowhere"}'), ['is not a folder'], None),
+             (('--tasks=fineweb', '--device=nonsense'), ['--device=nonsense is not a device'], None),
+             (('--tasks=fineweb', f'--device=cuda:{n_gpu}'), [f'--device=cuda:{n_gpu} but'], None),
+             (('--tasks=fineweb', '--task_limit=-1'), ['--task_limit=-1 must be >= 0'], None)]
+    if not torch.backends.mps.is_available():
+        cases.append((('--tasks=fineweb', '--device=mps'), ['MPS (Apple silicon) is not available'], None))
+    if importlib.util.find_spec('lm_eval'): # (without it: test_fineweb_and_sample_run_without_the_optional_packages)
+        cases.append((('--tasks=hub_piqa', f'--include_path={tmp_path / "hub"}'), ['no network', 'dataset_path: json'],
+                      None))
+    procs = [subprocess.Popen([sys.executable, 'eval.py', f'--out_dir={tmp_path}', f'--data_dir={tmp_path}', *args],
+                              cwd=ROOT, env=OFFLINE, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for args, _, _ in cases] # at once: each is mostly an import of torch
+    for (args, says, never), p in zip(cases, procs):
+        err = p.communicate(timeout=1800)[1]
+        assert p.returncode == 1 and 'Traceback' not in err and len(err.strip().splitlines()) == 1, (args, err)
+        assert err.startswith('eval.py: ') and all(s in err for s in says) and (never is None or never not in err), \
+            (args, err)
+    assert not (tmp_path / 'eval.json').exists()
+
+
+def test_stdout_reaches_a_pipe_line_by_line(ckpt, tmp_path):
+    """ meta.json is a FIFO, so eval.py blocks reading it: the lines printed before that must already be in the pipe
+        (a block-buffered stdout would hold them until exit, and this test would wait out its hang guard) """
+    root, _ = ckpt
+    write_split(tmp_path / 'fifo', 'test', [b'abc def'])
+    os.mkfifo(tmp_path / 'fifo' / 'meta.json')
+    first, running, out, err, rc = run_blocked_on_fifo(
+        [sys.executable, 'eval.py', f'--out_dir={root}', '--tasks=fineweb', f'--data_dir={tmp_path}', '--dataset=fifo'],
+        tmp_path / 'fifo' / 'meta.json', '{"source": "fifo"}', cwd=ROOT, env=OFFLINE)
+    assert first.startswith('Overriding: ') and running # printed while eval.py waited on the FIFO
+    assert rc == 0 and 'source fifo' in out, err[-3000:]
