@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model import UNetConfig, ByteUNet, SequentialGater, BOS, PRESETS
+from model import UNetConfig, ByteUNet, SequentialGater, PRESETS
 
 # -----------------------------------------------------------------------------
 table = 'step' # sampler, forward, step, generate or gpu; each starts from its own values of the keys below (TABLES)
@@ -49,6 +49,7 @@ if table not in TABLES:
     sys.exit(f"bench.py: --table={table}: use one of {', '.join(TABLES)}")
 globals().update(TABLES[table]) # the table's defaults, before the overrides
 exec(open('configurator.py').read()) # overrides from command line or config file
+from model import BOS # after the configurator, so it is not a config key
 # -----------------------------------------------------------------------------
 command = 'python bench.py ' + ' '.join(sys.argv[1:])
 MEM = 'peak_mem_gb' # train.py's log key of its peak CUDA memory (GB)
