@@ -441,7 +441,7 @@ def figure_texts():
 
 def draw_figure():
     texts = figure_texts()
-    methods = {'learned': f"learned ({figure_run or os.path.join(out_root, 'levers', 'learned_s1')})",
+    methods = {'learned': f"learned ({rel(figure_run or os.path.join(out_root, 'levers', 'learned_s1'))})",
                'bpe': f"BPE ({os.path.basename(prescribed()['bpe']['path'])})", 'whitespace': 'whitespace (word_ends)'}
     rows = []
     for m, title in methods.items():
