@@ -20,7 +20,7 @@ The gater's training signal, inline in the loop below, departs from textbook REI
 import os
 import sys
 if hasattr(sys.stdout, 'reconfigure'): # a file or a pipe (not a StringIO, in-process)
-    sys.stdout.reconfigure(line_buffering=True) # each line as it is printed, through a pipe too (tee, nohup, batch logs)
+    sys.stdout.reconfigure(line_buffering=True) # each line as it comes, through a pipe too (tee, nohup, a batch log)
 import json
 import math
 import time
@@ -36,7 +36,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, bpe_gates,
-                   discounted_returns, gpu_peak_flops, hnet_ratio_loss, next_byte_nll)
+                   discounted_returns, gpu_peak_flops, hnet_ratio_loss, load_bpe, next_byte_nll)
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
@@ -269,7 +269,6 @@ if master_process:
     print(f"rows of {block_size} bytes: {n_rows['train']:,} per epoch of train, {n_rows['val']:,} of val")
 
 if prescribe == 'bpe':
-    from model import load_bpe
     try:
         enc = load_bpe(bpe_encoding)
     except Exception as e: # a download that failed, an unknown name, a file that is not one (load_bpe says which)
