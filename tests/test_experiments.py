@@ -164,3 +164,20 @@ def test_bad_input_is_one_line_and_writes_nothing(exp, tmp_path):
         res = exp(*args, f'--assets={tmp_path}/assets', f'--out_root={tmp_path}/out', check=False)
         assert res.returncode == 1 and msg in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert not os.path.exists(tmp_path / 'assets') and not os.path.exists(tmp_path / 'out')
+
+
+@pytest.mark.slow
+def test_paper_run_trains_random_and_sequential_on_sitepy(exp):
+    """ the one-GPU paper run, shrunk to a CPU: prepare.py makes sitepy from a folder of .py files, then both configs
+        train with the flags given, and the JSON holds each run's val rows from train.py's log """
+    flags = ('--n_embd=64 --n_head=2 --n_down=1 --n_mid=1 --n_up=1 --window=8 --block_size=256 --batch_size=2 '
+             '--max_iters=2 --lr_decay_iters=2 --warmup_iters=1 --eval_interval=2 --eval_iters=1 --dtype=float32')
+    res = exp('--table=paper_run', '--paper_size=18m', '--device=cpu', f'--paper_path={STDLIB}/email',
+              f'--paper_flags={flags}')
+    runs = json.load(open(exp.root / 'assets' / 'paper_run_18m.json'))['runs']
+    assert list(runs) == ['random', 'sequential']
+    for method, r in runs.items():
+        assert r['command'].startswith(f'python train.py config/train_18m_{method}.py --dataset=sitepy')
+        assert [v['iter'] for v in r['val']] == [0, 2] and r['val'] == val_rows(exp.root / 'out' / 'paper_run' /
+                                                                                  f'18m_{method}')
+    assert os.path.exists(exp.root / 'data' / 'sitepy' / 'val_offsets.npy') and '| sequential |' in res.stdout
