@@ -123,8 +123,6 @@ for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters
         raise SystemExit(f"train.py: --{k}={config[k]} must be positive")
 if not 0 < rate < 1: # 0 was a math domain error, 1.5 trained at 0.98, and uniform skipped every step
     raise SystemExit(f"train.py: --rate={rate} must be in (0, 1), the share of bytes that end a chunk, e.g. 0.2")
-if not 0 <= word_rate < 1:
-    raise SystemExit(f"train.py: --word_rate={word_rate} must be in [0, 1), the rule's share of gated bytes (0: off)")
 if rate_loss not in ('ours', 'hnet', 'binomial'):
     raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours', 'hnet' or 'binomial'")
 if dtype not in ('float32', 'bfloat16', 'float16'):

@@ -537,7 +537,7 @@ def test_progress_lines_reach_a_pipe_while_the_run_goes_on(tmp_path, data_dir):
 
 
 BAD = {'--rate=0': '--rate=0.0 must be in (0, 1)', '--rate=1.5': '--rate=1.5 must be in (0, 1)',
-       '--rate=1.5 --gater=uniform': '--rate=1.5 must be in (0, 1)', '--word_rate=1.0': '--word_rate=1.0 must be in',
+       '--rate=1.5 --gater=uniform': '--rate=1.5 must be in (0, 1)', '--word_rate=1.0': 'word_rate=1.0 must be in [0, 1)',
        '--device=mps': '--device=mps but MPS', '--device=cuda:7': '--device=cuda:7 but this PyTorch sees',
        '--device=nonsense': '--device=nonsense is not a device', '--bach_size=4': 'did you mean --batch_size',
        '--nan_at_iter=2': "unknown config key 'nan_at_iter'", # fault injection comes from the environment
