@@ -3,8 +3,11 @@ train.py run as a user runs it: a tiny CPU run lowers val loss and writes log.js
 reproduces the uninterrupted run, also after a preemption (SIGTERM, SIGUSR1) and with rows of the killed run in the
 log; non-finite steps are skipped, too many stop the run; two gloo processes (torchrun) match one
 process on the same global batch, also with the defaults' single micro-batch; the rate loss moves the realised rate;
-a collapsing rate warns; a bad ckpt.pt gets one line; every config/ file gives a valid model of its size.
-Run: python -m pytest -q tests/test_train.py   (about four minutes on 2 cores)
+a collapsing rate warns; a bad ckpt.pt gets one line; every config/ file gives a valid model of its size. And as a new
+user meets it (issue 29): a rerun overwrites nothing, progress lines reach a pipe as they are printed, a run ends with
+a summary, every bad input is one line that writes nothing, a resume refuses model flags that contradict its
+checkpoint, train.py runs from any directory. Fault injection comes from NANOTOK_* environment variables.
+Run: python -m pytest -q tests/test_train.py   (about eight minutes on 2 busy cores)
 """
 import argparse
 import ast
