@@ -4,6 +4,7 @@ $ python sample.py --out_dir=out --start="def main():" --show_boundaries # '|' w
 $ python sample.py --out_dir=out --compare=gpt2       # ... and gpt2's BPE tokens of the same bytes underneath
 $ python sample.py --out_dir=out --analyze=notes.txt  # no sampling: bpb, rate and the word-boundary metrics on a file
 Boundaries live on byte positions: gate g_t = 1 means byte t ENDS a chunk, so '|' goes after byte t.
+Needs only torch and numpy; --compare imports tiktoken (through model.load_bpe: a tiktoken name or a .tiktoken file).
 """
 import codecs
 import math
@@ -69,15 +70,40 @@ def analyze_bytes(model, data, batch_size, seed, ctx, enc=None):
 
 
 def load_encoding(name):
-    """ a tiktoken encoding, or None with a line on stderr when it cannot be downloaded; an unknown name exits """
-    import tiktoken
-    if name not in (known := tiktoken.list_encoding_names()):
-        raise SystemExit(f"sample.py: unknown tiktoken encoding '{name}'; known: {', '.join(known)}")
+    """ model.load_bpe(name): a tiktoken encoding ('gpt2', ...) or a .tiktoken file. One line and exit when it cannot be
+        (no tiktoken, an unknown name, a bad file); None and a line on stderr when only its download failed (no
+        network): the learned boundaries still print """
+    from model import load_bpe
     try:
-        return tiktoken.get_encoding(name)
-    except Exception as e: # a download that failed: say so; the learned boundaries still print
-        print(f"sample.py: cannot load tiktoken encoding '{name}' ({type(e).__name__}): no network and no cached file? "
+        return load_bpe(name)
+    except ImportError as e:
+        raise SystemExit(f"sample.py: --compare={name}: {e}") from None # (the message says: pip install tiktoken)
+    except Exception as e:
+        why, c = str(e).partition('\n')[0], e
+        while c is not None and not any(s in type(c).__name__ for s in ('Connection', 'Timeout', 'MaxRetry')):
+            c = c.__cause__ or c.__context__ # a download that failed, here or in what it came from?
+        if c is None:
+            raise SystemExit(f"sample.py: --compare={name}: {why}") from None
+        print(f"sample.py: cannot load tiktoken encoding '{name}' ({type(c).__name__}): no network and no cached file? "
               f"set TIKTOKEN_CACHE_DIR to a folder with a cached copy", file=sys.stderr)
+
+
+def check_device(device):
+    """ --device -> its torch.device type, or one line when this machine has no such device """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise SystemExit(f"sample.py: --device={device} is not a device; use cpu, cuda, cuda:N or mps") from None
+    n = torch.cuda.device_count() if dev.type == 'cuda' else 0
+    if dev.type == 'cuda' and n == 0:
+        raise SystemExit(f"sample.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
+    if dev.type == 'cuda' and (dev.index or 0) >= n:
+        raise SystemExit(f"sample.py: --device={device} but this machine has {n} CUDA GPU(s); use cuda:0 .. cuda:{n - 1}")
+    if dev.type == 'mps' and not torch.backends.mps.is_available():
+        raise SystemExit(f"sample.py: --device={device} but MPS (Apple silicon) is not available here; use --device=cpu")
+    if dev.type not in ('cpu', 'cuda', 'mps'):
+        raise SystemExit(f"sample.py: --device={device}: sample.py runs on cpu, cuda or mps")
+    return dev.type
 
 
 def read_bytes(path):
@@ -88,6 +114,7 @@ def read_bytes(path):
 
 
 if __name__ == '__main__': # the script; the functions above can be imported by the tests
+    sys.stdout.reconfigure(line_buffering=True) # each sample reaches a pipe (tee, nohup, a log) when it is printed
     # -----------------------------------------------------------------------------
     out_dir = 'out' # reads out_dir/ckpt.pt
     start = "\n" # or "" (BOS alone), or "FILE:prompt.txt" (the file's bytes)
@@ -102,7 +129,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     compare = '' # a tiktoken encoding (gpt2, cl100k_base, ...): its tokens under the chunks, precision and recall
     analyze = '' # a file: no sampling, print bpb, rate, bytes/chunk and the word-boundary metrics of the model on it
     batch_size = 8 # --analyze: rows per forward
-    exec(open('configurator.py').read()) # overrides from command line or config file
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
     # -----------------------------------------------------------------------------
     if dtype not in ('float32', 'bfloat16', 'float16'):
         raise SystemExit(f"sample.py: --dtype={dtype}: use float32, bfloat16 or float16")
@@ -110,10 +137,8 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
                      max_new_tokens=max_new_tokens + 1).items(): # max_new_tokens may be 0
         if v <= 0:
             raise SystemExit(f"sample.py: --{k}={globals()[k]} must be {'>= 0' if k == 'max_new_tokens' else '> 0'}")
-    if device.startswith('cuda') and not torch.cuda.is_available():
-        raise SystemExit(f"sample.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
+    device_type = check_device(device)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    device_type = 'cuda' if 'cuda' in device else 'cpu'
     ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type, getattr(torch, dtype))
 
     model, checkpoint = load_checkpoint(out_dir, device, 'sample.py')
@@ -155,7 +180,8 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
             continue
         data, g = bytes(full[1:]), gates[i, 1:].tolist() # BOS is a chunk of its own, not printed; the gates each
         n, learned = len(data), {t for t in range(len(data)) if g[t]} # byte was generated with: t ends a chunk
-        b = boundary_metrics(boundary_counts(torch.tensor([list(data)]), torch.tensor([g]), torch.ones(1, n) > 0))
+        row = torch.tensor([full]) # (1, T0 + N): the whole row, BOS at 0, as boundary_counts counts it (C1)
+        b = boundary_metrics(boundary_counts(row, gates[i:i + 1].cpu(), torch.ones_like(row, dtype=torch.bool)))
         print(render(data, g, colour))
         print(f"--- learned: {n} bytes in {len(learned)} chunks, {n / max(len(learned), 1):.2f} bytes/chunk; "
               f"ws_boundary {b['ws_boundary']:.3f}, word_boundary {b['word_boundary']:.3f}, "
