@@ -17,7 +17,6 @@ import os
 import re
 import sys
 import json
-import math
 import time
 import shutil
 import signal
