@@ -127,7 +127,7 @@ if table == 'sampler': # the paper's gater draws its gates in parallel; its loop
 
 if table == 'forward': # the price of the sequential gater in a forward, against uniform random boundaries
     print(f"$ {command}\n{where}, medians of {reps} alternated rounds after one, train mode\n| forward, "
-          f"B={batch_size} T={block_size} | uniform s | sequential s | sequential / uniform |\n|---|---|---|---|")
+          f"B={batch_size} T={block_size} | uniform ms | sequential ms | sequential / uniform |\n|---|---|---|---|")
     X = rows(batch_size, block_size)
     for size in sizes.split(','):
         models = {g: build(g, size, block_size).train() for g in ('uniform', 'sequential')}
@@ -136,9 +136,9 @@ if table == 'forward': # the price of the sequential gater in a forward, against
             for g, net in models.items():
                 t[g].append(timed(lambda: net(X)))
         ratio = median([b / a for a, b in zip(t['uniform'][1:], t['sequential'][1:])]) # per round
-        cfg = models['uniform'].config
-        print(f"| {size} (D={cfg.n_embd}, {cfg.n_down}/{cfg.n_mid}/{cfg.n_up}) | {median(t['uniform'][1:]):.3f} | "
-              f"{median(t['sequential'][1:]):.3f} | {ratio:.3f} |", flush=True)
+        cfg, ms = models['uniform'].config, {g: median(t[g][1:]) * 1000 for g in t}
+        print(f"| {size} (D={cfg.n_embd}, {cfg.n_down}/{cfg.n_mid}/{cfg.n_up}) | {ms['uniform']:.1f} | "
+              f"{ms['sequential']:.1f} | {ratio:.3f} |", flush=True)
 
 
 def random_data(root):
