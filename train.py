@@ -337,7 +337,6 @@ if master_process: # the first write of the run, once every check has passed
         f.writelines(rows)
     os.replace(log_path + '.tmp', log_path)
 raw_model = model # unwrapped, for saving, evaluation and the MFU estimate
-rate = raw_model.config.rate # the rate loss's target is the model's own rate (on resume, the checkpoint's)
 learned = not prescribe and any(True for _ in raw_model.gater.parameters()) # a gater that can collapse
 if master_process:
     print(f"model: {raw_model.get_num_params() / 1e6:.2f}M parameters, gater={raw_model.config.gater}, "
