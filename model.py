@@ -823,7 +823,7 @@ def sample_byte(logits, u, temperature=1.0, top_k=None):
         uniform draw u (B,), so that a row's choice does not depend on the rest of the batch """
     if top_k is not None:
         v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-        logits = logits.masked_fill(logits < v[:, [-1]], -float('inf'))
+        logits = logits.masked_fill(logits < v[:, -1:], -float('inf'))
     cdf = F.softmax(logits.float() / temperature, dim=-1).cumsum(-1)
     return (cdf <= u[:, None] * cdf[:, -1:]).sum(-1).clamp(max=logits.size(-1) - 1) # a zero-probability byte never
 
