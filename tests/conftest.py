@@ -80,9 +80,9 @@ def run_blocked_on_fifo(cmd, fifo, text, **kw):
         note whether cmd was still running then, then write `text` into the FIFO (once cmd opens it, unless cmd ends
         first) -> (first line, still running, the rest of stdout, stderr, returncode). A line-buffered stdout gives the
         first line while cmd waits on the FIFO; a block-buffered one only at exit, after the 1800 s hang guard """
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, **kw) # unbuffered: readline
     ready, running = select.select([p.stdout], [], [], 1800)[0], p.poll() is None # a hang guard, not a speed check
-    first = p.stdout.readline() if ready else ''
+    first = p.stdout.readline().decode() if ready else '' # byte by byte: the rest stays for communicate()
     while p.poll() is None:
         try:
             fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK) # fails until cmd opens the FIFO for reading
@@ -93,4 +93,4 @@ def run_blocked_on_fifo(cmd, fifo, text, **kw):
         os.close(fd)
         break
     out, err = p.communicate(timeout=1800)
-    return first, running, out, err, p.returncode
+    return first, running, out.decode(), err.decode(), p.returncode
