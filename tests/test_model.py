@@ -392,6 +392,19 @@ def test_word_rate_moves_the_realised_rate_to_rate(gater, rate):
     assert (gates <= rule).all() if rate < share else (rule <= gates).all() # dropped from the rule, or added to it
 
 
+@pytest.mark.parametrize('rate', [0.4, 0.1])
+def test_word_gater_step_draws_from_the_forwards_probabilities(rate):
+    """ generation with word_rate: step at t gives the forward's p there, from the bytes at t-1 and t, and gates u < p """
+    g = GATERS['word_onsets'](tiny(rate=rate, word_rate=0.2))
+    idx, gen = rows(3, 30, seed=52), torch.Generator().manual_seed(53)
+    probs = g(None, idx)[1]
+    assert len(probs.unique()) == 2 # the rule's p and the rest's: both cases are in play
+    for t in range(1, 30):
+        u = torch.rand(3, generator=gen)
+        p, gt = g.step(None, None, idx[:, t], idx[:, t - 1], t, None, u)
+        assert torch.equal(p, probs[:, t]) and torch.equal(gt, (u < p).float()), t
+
+
 def test_word_rate_must_be_a_share():
     for word_rate in (-0.1, 1.0):
         with pytest.raises(ValueError, match='word_rate'):
