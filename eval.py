@@ -281,6 +281,10 @@ def load_tasks(names, known, include_path=''):
         tm = TaskManager(include_path=sorted(dirs - {inc}) + ([inc] if inc else []), include_defaults=False)
     jobs = {}
     for name in names:
+        e = tm.task_index.get(name)
+        if e is not None and e.kind.name == 'TASK' and (e.cfg or {}).get('output_type', SCORED[0]) not in SCORED:
+            raise SystemExit(f"eval.py: task '{name}' generates text ({e.cfg['output_type']}), which a likelihood "
+                             f"scorer cannot run; use a multiple-choice or loglikelihood task") # before its data
         try:
             jobs[name] = list(tm.load([name])['tasks'].values()) # builds the tasks, which downloads their data
         except Exception as e:

@@ -197,7 +197,8 @@ def gold_mean(model, prompt):
 
 def test_a_group_or_tag_runs_its_tasks_or_is_refused_in_one_line(ckpt, tmp_path):
     """ a local folder: tiny_a and tiny_b under the tag tiny_tag and the group tiny_group; tiny_gen generates text
-        and shares the tag tiny_mixed with tiny_a. A tag and a group become one row per task; tiny_mixed is refused """
+        and shares the tag tiny_mixed with tiny_a. A tag and a group become one row per task; tiny_mixed and tiny_gen
+        are refused in one line """
     needs('lm_eval')
     root, model = ckpt
     tasks = tmp_path / 'tasks'
@@ -211,14 +212,14 @@ def test_a_group_or_tag_runs_its_tasks_or_is_refused_in_one_line(ckpt, tmp_path)
         "  until: ['\\n']\nmetric_list:\n  - {metric: exact_match, aggregation: mean, higher_is_better: true}\n")
     (tasks / '_tiny_group.yaml').write_text('group: tiny_group\ntask:\n  - tiny_a\n  - tiny_b\n')
     outs = []
-    for name in ('tiny_tag', 'tiny_group', 'tiny_mixed'):
+    for name in ('tiny_tag', 'tiny_group', 'tiny_mixed', 'tiny_gen'):
         outs.append(tmp_path / name)
         outs[-1].mkdir()
         shutil.copy(root / 'ckpt.pt', outs[-1])
     procs = [subprocess.Popen([sys.executable, 'eval.py', f'--out_dir={out}', f'--tasks={out.name}', '--device=cpu',
                                f'--include_path={tasks}'], cwd=ROOT, env=OFFLINE, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) for out in outs] # at once
-    (out1, err1), (out2, err2), (_, err3) = [p.communicate(timeout=1800) for p in procs]
+    (out1, err1), (out2, err2), (_, err3), (_, err4) = [p.communicate(timeout=1800) for p in procs]
     for out, kind, stdout, err, p in zip(outs, ('tag', 'group'), (out1, out2), (err1, err2), procs):
         assert p.returncode == 0, stdout[-2000:] + err[-3000:]
         res = json.load(open(out / 'eval.json'))['tasks']
@@ -229,6 +230,8 @@ def test_a_group_or_tag_runs_its_tasks_or_is_refused_in_one_line(ckpt, tmp_path)
     assert procs[2].returncode == 1 and 'Traceback' not in err3 and len(err3.strip().splitlines()) == 1, err3
     assert "tag 'tiny_mixed' holds 2 tasks (tiny_a, tiny_gen)" in err3 and 'tiny_gen generate' in err3
     assert '--tasks=tiny_a' in err3 and not (outs[2] / 'eval.json').exists()
+    assert procs[3].returncode == 1 and len(err4.strip().splitlines()) == 1, err4  # a task that generates: refused
+    assert err4.startswith("eval.py: task 'tiny_gen' generates text (generate_until)")
 
 
 def test_fineweb_and_sample_run_without_the_optional_packages(ckpt, lean, tmp_path):
