@@ -27,6 +27,7 @@ Nawrot et al. 2023, Dynamic Token Pooling (arXiv 2211.09761); Karpathy, nanoGPT 
 import math
 import os
 import re
+import time
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -1015,7 +1016,28 @@ def boundary_metrics(counts):
 
 
 # -----------------------------------------------------------------------------
-# Not the network: checkpoints, bytes in and out, BPE guidance, peak FLOPs
+# Not the network: checkpoints, bytes in and out, BPE guidance, peak FLOPs, CPU threads
+
+def cpu_threads(share=1, window=0.2):
+    """ intra-op threads for a CPU run: the cores that other processes left idle over the last `window` seconds (this
+        process's own use subtracted), split among `share` processes of one job, at least 1. Threads that meet at every
+        op's barrier stall whenever another process holds one of the cores: on 2 cores beside two busy processes, the
+        quick start's steps took 8x their quiet time at 2 threads and 3x at 1 (dev/LOG.md, 2026-12-03) """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+    def busy(): # CPU seconds used by every process (Linux's /proc/stat, all but idle and iowait), and by this one
+        with open('/proc/stat') as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        own = os.times()
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf('SC_CLK_TCK'), own.user + own.system
+    try:
+        (a, a_own), t0 = busy(), time.perf_counter()
+        time.sleep(window)
+        (b, b_own), t1 = busy(), time.perf_counter()
+        others = max(0.0, (b - a) - (b_own - a_own)) / (t1 - t0)
+    except (OSError, ValueError, AttributeError): # no /proc/stat (macOS, Windows): the load average, ours included
+        others = os.getloadavg()[0] if hasattr(os, 'getloadavg') else 0.0
+    return max(1, min(cores, round(cores - others)) // max(1, share))
+
 
 def load_checkpoint(out_dir, device, script):
     """ out_dir/ckpt.pt (train.py's) -> the model, in eval mode on device, and the checkpoint dict; a missing or

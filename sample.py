@@ -14,7 +14,8 @@ from contextlib import nullcontext
 
 import torch
 
-from model import boundary_counts, boundary_metrics, bpe_ends, bpe_gates, decode, load_checkpoint, next_byte_nll
+from model import (boundary_counts, boundary_metrics, bpe_ends, bpe_gates, cpu_threads, decode, load_checkpoint,
+                   next_byte_nll)
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 _COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
@@ -129,6 +130,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     compare = '' # a tiktoken encoding (gpt2, cl100k_base, ...): its tokens under the chunks, precision and recall
     analyze = '' # a file: no sampling, print bpb, rate, bytes/chunk and the word-boundary metrics of the model on it
     batch_size = 8 # --analyze: rows per forward
+    threads = 0 # CPU threads; 0: the cores other processes leave idle (model.cpu_threads, as train.py)
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
     # -----------------------------------------------------------------------------
     if dtype not in ('float32', 'bfloat16', 'float16'):
@@ -138,6 +140,8 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
         if v <= 0:
             raise SystemExit(f"sample.py: --{k}={globals()[k]} must be {'>= 0' if k == 'max_new_tokens' else '> 0'}")
     device_type = check_device(device)
+    if device_type == 'cpu' and (threads or 'OMP_NUM_THREADS' not in os.environ): # a busy machine: fewer threads
+        torch.set_num_threads(threads or cpu_threads())
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type, getattr(torch, dtype))
 

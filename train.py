@@ -35,7 +35,7 @@ import torch.nn.functional as F
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, bpe_gates,
+from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, bpe_gates, cpu_threads,
                    discounted_returns, gpu_peak_flops, hnet_ratio_loss, load_bpe, next_byte_nll)
 
 # -----------------------------------------------------------------------------
@@ -104,6 +104,7 @@ dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported
 compile = False # torch.compile the model (one graph for every chunk count: the mid level's length is dynamic)
 peak_flops = 0.0 # MFU's denominator in FLOP/s; 0: the GPU's bf16 dense peak from model.PEAK_FLOPS by its name
 seed = 1337
+threads = 0 # CPU intra-op threads; 0: the cores other processes leave idle, checked at the start and every eval
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
 root = os.path.dirname(os.path.abspath(__file__)) # the repository: configurator.py, prepare.py, config/, data/
@@ -165,6 +166,15 @@ if gradient_accumulation_steps % ddp_world_size and (ddp_world_size % gradient_a
 accum = max(1, gradient_accumulation_steps // ddp_world_size) # micro-steps of this process
 rows_per_iter = gradient_accumulation_steps * batch_size # over all processes
 device_type = 'cuda' if 'cuda' in device else 'cpu'
+def set_threads():
+    """ on a CPU, as many threads as cores that other processes leave idle (model.cpu_threads): two threads that wait
+        for each other at every op stall when another job holds a core. --threads or OMP_NUM_THREADS fix the number """
+    if device_type == 'cpu' and (threads or 'OMP_NUM_THREADS' not in os.environ):
+        n, was = threads or cpu_threads(share=int(os.environ.get('LOCAL_WORLD_SIZE', 1))), torch.get_num_threads()
+        torch.set_num_threads(n)
+        if n != was and int(os.environ.get('RANK', 0)) == 0:
+            print(f"CPU threads: {n} (of {os.cpu_count()} cores; --threads=N fixes the number)")
+set_threads()
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 # mixed precision on any device: on a CPU with avx512_bf16 or AMX, bfloat16 matmuls run 4-5x faster than float32
 ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type, getattr(torch, dtype))
@@ -448,6 +458,8 @@ while True:
 
     # evaluate on the val rows, log, and write checkpoints
     if iter_num % eval_interval == 0 or iter_num >= max_iters or eval_only:
+        if iter_num > first_iter:
+            set_threads() # other jobs may have started or ended since the last look
         val = estimate_val()
         if master_process:
             print(f"iter {iter_num}/{max_iters} val: bpb {val['bpb']:.4f}, rate {val['rate']:.3f}, "
@@ -540,6 +552,8 @@ while True:
     # timing and logging: a short line on the console, every metric in log.jsonl
     t1 = time.time()
     dt, t0 = t1 - t0, t1
+    if iter_num == first_iter:
+        t_first = t1 # the first step carries the first eval and the warm-up: the time left is timed after it
     if iter_num % log_interval == 0 and master_process:
         more = [out['n_chunks'].sum(), undecided[0] / undecided[1].clamp(min=1), pg_loss, r_loss]
         s = torch.cat([stats, torch.stack([v.detach().float() for v in more])]).cpu() # one host sync
@@ -550,10 +564,10 @@ while True:
         mfu = raw_model.estimate_mfu(bps / ddp_world_size, n_chunks / X.numel(), peak) if peak else None # not on CPUs
         und = dict(undecided=und) if learned else {} # near 0: the gater no longer explores
         mem = dict(peak_mem_gb=torch.cuda.max_memory_allocated(device) / 1e9) if device_type == 'cuda' else {}
-        left = (t1 - t_start) / (iter_num + 1 - first_iter) * (max_iters - iter_num - 1) # at the mean step time
+        left = (t1 - t_first) / (iter_num - first_iter) * (max_iters - iter_num - 1) if iter_num > first_iter else 0
         print(f"iter {iter_num}/{max_iters}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, "
               f"word_boundary {s['word_boundary']:.3f}, {bps:,.0f} bytes/s, "
-              + ''.join(f"{v:.1f}GB peak, " for v in mem.values()) + f"{hms(left)} left")
+              + ''.join(f"{v:.1f}GB peak, " for v in mem.values()) + (f"{hms(left)} left" if left else 'timing...'))
         log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu, pg_loss=pg,
                  rate_loss=rl, **s, **und, **mem, bad_steps=bad_steps))
     if bad_run >= max_bad_steps: # every rank counts alike; the weights are still the last good ones

@@ -5,6 +5,8 @@ baselines (H-Net, Nawrot), attention and its sliding window, generate, parameter
 Tiny float32 models on the CPU (a few run under bfloat16 autocast). Run: python -m pytest -q tests/test_model.py
 """
 import itertools
+import os
+import time
 import math
 
 import pytest
@@ -1081,3 +1083,21 @@ def test_mixed_nawrot_pairs_are_allowed(down, up):
     """ no pairing rule: the nawrot down/up no longer shift by a slot, so every pair is causal (test_causal) """
     out = ByteUNet(tiny(downsampler=down, upsampler=up))(rows(2, 64, seed=45))
     assert torch.isfinite(out['logits']).all()
+
+
+def test_cpu_threads_leaves_the_cores_other_processes_hold():
+    """ with every core held by a busy process, a CPU run takes one thread (two threads that meet at every op's
+        barrier stall behind a process that holds a core); split among `share` processes it stays at least 1 """
+    import subprocess
+    import sys
+    from model import cpu_threads
+    n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    busy = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(n)]
+    try:
+        time.sleep(0.5) # they are running
+        assert cpu_threads(window=0.5) == 1
+        assert cpu_threads(share=n + 1, window=0.2) == 1
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
