@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model import boundary_counts, boundary_metrics, cpu_threads, bpe_gates, load_checkpoint, next_byte_nll
+from model import (boundary_counts, boundary_metrics, bpe_gates, check_device, cpu_threads, load_checkpoint,
+                   next_byte_nll)
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 PAPER_TASKS = {'piqa': 'piqa', 'hellaswag': 'hellaswag', 'arc_easy': 'arc_easy', 'lambada': 'lambada_openai'}
@@ -160,23 +161,6 @@ def harness_lm(*args):
         pass
     return HarnessByteLM(*args)
 
-
-def check_device(device):
-    """ --device -> its torch.device type, or one line when this machine has no such device """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise SystemExit(f"eval.py: --device={device} is not a device; use cpu, cuda, cuda:N or mps") from None
-    n = torch.cuda.device_count() if dev.type == 'cuda' else 0
-    if dev.type == 'cuda' and n == 0:
-        raise SystemExit(f"eval.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
-    if dev.type == 'cuda' and (dev.index or 0) >= n:
-        raise SystemExit(f"eval.py: --device={device} but this machine has {n} CUDA GPU(s); use cuda:0 .. cuda:{n - 1}")
-    if dev.type == 'mps' and not torch.backends.mps.is_available():
-        raise SystemExit(f"eval.py: --device={device} but MPS (Apple silicon) is not available here; use --device=cpu")
-    if dev.type not in ('cpu', 'cuda', 'mps'):
-        raise SystemExit(f"eval.py: --device={device}: eval.py runs on cpu, cuda or mps")
-    return dev.type
 
 
 def hub_reachable(timeout=3.0):
@@ -381,7 +365,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
             raise SystemExit(f"eval.py: --{k}={globals()[k]} must be positive")
     if task_limit < 0:
         raise SystemExit(f"eval.py: --task_limit={task_limit} must be >= 0 (0: all samples)")
-    device_type = check_device(device)
+    device_type = check_device(device, 'eval.py')
     if device_type == 'cpu' and (threads or 'OMP_NUM_THREADS' not in os.environ): # a busy machine: fewer threads
         torch.set_num_threads(threads or cpu_threads())
     ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)

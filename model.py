@@ -1039,6 +1039,25 @@ def cpu_threads(share=1, window=0.2):
     return max(1, min(cores, round(cores - others)) // max(1, share))
 
 
+def check_device(device, script):
+    """ --device -> its torch.device type ('cpu', 'cuda' or 'mps'), or one line ending `script` when this machine has
+        no such device """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise SystemExit(f"{script}: --device={device} is not a device; use cpu, cuda, cuda:N or mps") from None
+    n = torch.cuda.device_count() if dev.type == 'cuda' else 0
+    if dev.type == 'cuda' and n == 0:
+        raise SystemExit(f"{script}: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
+    if dev.type == 'cuda' and (dev.index or 0) >= n:
+        raise SystemExit(f"{script}: --device={device} but this PyTorch sees {n} CUDA GPU(s); use cuda:0..cuda:{n - 1}")
+    if dev.type == 'mps' and not torch.backends.mps.is_available():
+        raise SystemExit(f"{script}: --device={device} but MPS (Apple silicon) is not available; use --device=cpu")
+    if dev.type not in ('cpu', 'cuda', 'mps'):
+        raise SystemExit(f"{script}: --device={device}: {script} runs on cpu, cuda or mps")
+    return dev.type
+
+
 def load_checkpoint(out_dir, device, script):
     """ out_dir/ckpt.pt (train.py's) -> the model, in eval mode on device, and the checkpoint dict; a missing or
         unreadable file ends `script` with one line naming it, not a traceback """

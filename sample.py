@@ -14,8 +14,8 @@ from contextlib import nullcontext
 
 import torch
 
-from model import (boundary_counts, boundary_metrics, bpe_ends, bpe_gates, cpu_threads, decode, load_checkpoint,
-                   next_byte_nll)
+from model import (boundary_counts, boundary_metrics, bpe_ends, bpe_gates, check_device, cpu_threads, decode,
+                   load_checkpoint, next_byte_nll)
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 _COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
@@ -89,23 +89,6 @@ def load_encoding(name):
               f"set TIKTOKEN_CACHE_DIR to a folder with a cached copy", file=sys.stderr)
 
 
-def check_device(device):
-    """ --device -> its torch.device type, or one line when this machine has no such device """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise SystemExit(f"sample.py: --device={device} is not a device; use cpu, cuda, cuda:N or mps") from None
-    n = torch.cuda.device_count() if dev.type == 'cuda' else 0
-    if dev.type == 'cuda' and n == 0:
-        raise SystemExit(f"sample.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
-    if dev.type == 'cuda' and (dev.index or 0) >= n:
-        raise SystemExit(f"sample.py: --device={device} but this machine has {n} CUDA GPU(s); use cuda:0 .. cuda:{n - 1}")
-    if dev.type == 'mps' and not torch.backends.mps.is_available():
-        raise SystemExit(f"sample.py: --device={device} but MPS (Apple silicon) is not available here; use --device=cpu")
-    if dev.type not in ('cpu', 'cuda', 'mps'):
-        raise SystemExit(f"sample.py: --device={device}: sample.py runs on cpu, cuda or mps")
-    return dev.type
-
 
 def read_bytes(path):
     try:
@@ -139,7 +122,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
                      max_new_tokens=max_new_tokens + 1).items(): # max_new_tokens may be 0
         if v <= 0:
             raise SystemExit(f"sample.py: --{k}={globals()[k]} must be {'>= 0' if k == 'max_new_tokens' else '> 0'}")
-    device_type = check_device(device)
+    device_type = check_device(device, 'sample.py')
     if device_type == 'cpu' and (threads or 'OMP_NUM_THREADS' not in os.environ): # a busy machine: fewer threads
         torch.set_num_threads(threads or cpu_threads())
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True

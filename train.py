@@ -35,8 +35,8 @@ import torch.nn.functional as F
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, bpe_gates, cpu_threads,
-                   discounted_returns, gpu_peak_flops, hnet_ratio_loss, load_bpe, next_byte_nll)
+from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, bpe_gates, check_device,
+                   cpu_threads, discounted_returns, gpu_peak_flops, hnet_ratio_loss, load_bpe, next_byte_nll)
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
@@ -128,17 +128,7 @@ if rate_loss not in ('ours', 'hnet', 'binomial'):
     raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours', 'hnet' or 'binomial'")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     raise SystemExit(f"train.py: --dtype={dtype}: use float32, bfloat16 or float16")
-try:
-    dev = torch.device(device)
-except RuntimeError:
-    dev = None
-if dev is None or dev.type not in ('cpu', 'cuda', 'mps'):
-    raise SystemExit(f"train.py: --device={device} is not a device: use cpu, cuda, cuda:N or mps")
-if dev.type == 'cuda' and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
-    have = f"{torch.cuda.device_count()} CUDA GPU(s) (cuda:0..)" if torch.cuda.is_available() else "no CUDA GPU"
-    raise SystemExit(f"train.py: --device={device} but this PyTorch sees {have}; use --device=cuda:0 or --device=cpu")
-if dev.type == 'mps' and not torch.backends.mps.is_available():
-    raise SystemExit(f"train.py: --device={device} but MPS (Apple GPUs, macOS) is not available here; use --device=cpu")
+check_device(device, 'train.py') # one line for a device this machine does not have
 try:
     UNetConfig(**{k: config[k] for k in model_keys}) # checks the variant names and their combination
 except ValueError as e:
@@ -567,7 +557,7 @@ while True:
         left = (t1 - t_first) / (iter_num - first_iter) * (max_iters - iter_num - 1) if iter_num > first_iter else 0
         print(f"iter {iter_num}/{max_iters}: loss {s['loss']:.4f}, bpb {s['bpb']:.4f}, rate {s['rate']:.3f}, "
               f"word_boundary {s['word_boundary']:.3f}, {bps:,.0f} bytes/s, "
-              + ''.join(f"{v:.1f}GB peak, " for v in mem.values()) + (f"{hms(left)} left" if left else 'timing...'))
+              + ''.join(f"{v:.1f}GB peak, " for v in mem.values()) + (f"{hms(left)} left" if left else '? left'))
         log(dict(iter=iter_num, split='train', bytes=bytes_seen, lr=lr, bytes_per_sec=bps, mfu=mfu, pg_loss=pg,
                  rate_loss=rl, **s, **und, **mem, bad_steps=bad_steps))
     if bad_run >= max_bad_steps: # every rank counts alike; the weights are still the last good ones

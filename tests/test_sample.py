@@ -299,7 +299,7 @@ def test_bad_values_name_the_flag(ckpts):
     if not torch.cuda.is_available():
         cases.append(('--device=cuda', 'no CUDA GPU; use --device=cpu'))
     if not torch.backends.mps.is_available():  # --device=mps on Linux, or on a Mac without MPS
-        cases.append(('--device=mps', '--device=mps but MPS (Apple silicon) is not available here; use --device=cpu'))
+        cases.append(('--device=mps', '--device=mps but MPS (Apple silicon) is not available; use --device=cpu'))
     n = torch.cuda.device_count()  # an index past the last GPU
     cases += [(f'--device=cuda:{n}', f'--device=cuda:{n} but'), ('--device=gpu', '--device=gpu is not a device')]
     results = run_all(*[(f'--out_dir={ckpts["whitespace"]}', flag) for flag, _ in cases])
