@@ -7,6 +7,7 @@ assets/<table>_table.json (the rows) and assets/<table>.png (val bpb and word_bo
 $ python experiments.py --table=levers     # rows per micro-batch, gate_scale, row length, at equal bytes
 $ python experiments.py --table=controls   # prescribed boundaries at the same rate: random, word ends/onsets, BPE
 $ python experiments.py --table=ablations  # the paper's ablations at the setting `ablate` (a lever's name)
+$ python experiments.py --table=english    # learned, random and word ends on English (pydocs: docstrings)
 $ python experiments.py --table=compare    # random, sequential, hnet, nawrot, whitespace, random with its early exit
 $ python experiments.py --table=paper_run --paper_size=18m --device=cuda  # one GPU: random vs sequential, 18M
 $ python experiments.py --figure=True      # assets/segmentation.png: one text cut by the learned gater, BPE, spaces
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 # -----------------------------------------------------------------------------
-table = '' # levers, controls, ablations, compare or paper_run
+table = '' # levers, controls, ablations, english, compare or paper_run
 runs = '' # a subset, 'setting:seed,...' ('' : every setting of the table, every seed)
 seeds = '1,2,3'
 jobs = 2 # train.py processes at once, one thread each
@@ -56,7 +57,7 @@ sys.path.insert(0, HERE)
 from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics, bpe_gates, load_checkpoint
 
 KEYS = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision'] # train.py's val row, model.py's metrics
-TABLES = ('levers', 'controls', 'ablations', 'compare', 'paper_run')
+TABLES = ('levers', 'controls', 'ablations', 'english', 'compare', 'paper_run')
 EQUAL = lambda n, every: [f'--max_iters={n}', f'--lr_decay_iters={n}', f'--eval_interval={every}'] # 7 evals
 LEVERS = { # the quick start (train.py's defaults) and one lever moved at a time, at equal bytes (4.9M)
     'learned': [],
@@ -97,13 +98,13 @@ def rel(path):
 # -----------------------------------------------------------------------------
 # the corpus as train.py reads it, and the prescribed boundaries of the controls
 
-def split_rows(split, T, n):
+def split_rows(split, T, n, corpus=corpus):
     """ n rows of a split, spread evenly over it, cut as train.py cuts them (BOS + a window of up to T-1 bytes of one
         document) -> X (n, T) long, M (n, T) bool real positions """
     path = os.path.join(corpus, split)
     if not os.path.exists(path + '_offsets.npy'):
-        raise SystemExit(f"experiments.py: {path}_offsets.npy is missing: run `python prepare.py pycode "
-                         f"--out_dir={corpus}`")
+        raise SystemExit(f"experiments.py: {path}_offsets.npy is missing: run `python prepare.py "
+                         f"{os.path.basename(corpus)} --out_dir={corpus}`")
     data, off = np.memmap(path + '.bin', dtype=np.uint8, mode='r'), np.load(path + '_offsets.npy')
     start = np.concatenate([np.arange(a, b, T - 1) for a, b in zip(off[:-1], off[1:])]) # every window
     end = np.minimum(start + T - 1, np.repeat(off[1:], -(-np.diff(off) // (T - 1))))
@@ -246,6 +247,11 @@ def settings(name):
                 'word_onsets': (['--gater=word_onsets', f"--word_rate={p['word_onsets']:.4f}"], 'controls'),
                 'bpe': (['--prescribe=bpe', f"--bpe_encoding={rel(p['bpe']['path'])}", '--gater=uniform'], 'controls')}
     # (bpe: a gater without parameters, as config/method_bpe.py: a policy loss on prescribed gates would still train x)
+    if name == 'english': # the quick start on English prose: does the gater find word edges more often there?
+        rate = rule_rate('word_ends', *split_rows('train', 256, rate_rows, os.path.join(data_dir, 'pydocs')))
+        d = ['--dataset=pydocs']
+        return {'learned': (d, 'english'), 'random': (d + ['--gater=uniform'], 'english'),
+                'word_ends': (d + ['--gater=word_ends', f'--word_rate={rate:.4f}'], 'english')}
     if name == 'ablations': # the chosen setting itself (levers' runs), then each ablation on top of it
         pre = '' if ablate == 'learned' else f'{ablate}_'
         return {ablate: (LEVERS[ablate], 'levers'),
@@ -515,6 +521,11 @@ if table == 'paper_run': # no download needed: real code and docstrings that any
         json.dump(dict(command=command, runs=res), f, indent=1)
     print(f"wrote {path}")
 elif table:
+    pydocs = os.path.join(data_dir, 'pydocs')
+    if table == 'english' and not os.path.exists(os.path.join(pydocs, 'val_offsets.npy')): # offline, ~30 s
+        print(f"$ python prepare.py pydocs --out_dir={pydocs}", flush=True)
+        subprocess.run([sys.executable, 'prepare.py', 'pydocs', f'--out_dir={os.path.abspath(pydocs)}'], cwd=HERE,
+                       check=True)
     all_runs = table_runs(table)
     failed = []
     if not tabulate_only:

@@ -144,6 +144,22 @@ def test_ablations_and_compare_run_on_top_of_their_settings(exp):
     assert runs['random']['command'].startswith('python train.py config/method_random.py --eval_iters=1')
 
 
+def test_english_runs_on_pydocs_with_its_own_word_rate(exp):
+    (exp.root / 'data' / 'pydocs').mkdir()
+    write_split(exp.root / 'data' / 'pydocs', 'train', VAL + TRAIN[:2]) # another corpus than pycode's
+    write_split(exp.root / 'data' / 'pydocs', 'val', TRAIN[2:4])
+    res = exp('--table=english', '--runs=learned:1,word_ends:1')
+    assert '2 runs, 0 finished already, 2 to train' in res.stdout # not levers' run: another corpus
+    runs = check_table(exp, 'english', ['learned', 'word_ends'])
+    rate = float(runs['word_ends']['command'].split('--word_rate=')[1].split()[0])
+    assert 0 < rate < 0.5
+    controls = exp.root / 'assets' / 'controls.json' # (written by the controls test, when it ran first)
+    if controls.exists(): # measured on pydocs' train rows, not pycode's
+        assert rate != round(json.load(open(controls))['prescribed']['word_ends'], 4)
+    for r in runs.values():
+        assert '--dataset=pydocs' in r['command'] and os.path.join('english', r['setting']) in r['out_dir']
+
+
 def test_figure_segments_one_text_three_ways(exp):
     res = exp('--figure=True')
     assert os.path.getsize(exp.root / 'assets' / 'segmentation.png') > 0
