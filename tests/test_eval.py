@@ -195,6 +195,7 @@ def gold_mean(model, prompt):
                     / math.log(2) for q, c, label in QUESTIONS])
 
 
+@pytest.mark.slow # (26 s: lm-eval loads a group's tasks)
 def test_a_group_or_tag_runs_its_tasks_or_is_refused_in_one_line(ckpt, tmp_path):
     """ a local folder: tiny_a and tiny_b under the tag tiny_tag and the group tiny_group; tiny_gen generates text
         and shares the tag tiny_mixed with tiny_a. A tag and a group become one row per task; tiny_mixed and tiny_gen

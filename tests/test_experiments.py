@@ -3,7 +3,7 @@ experiments.py run as a user runs it, at a tiny size: a corpus of a few standard
 seed, one job. Each table trains its runs with train.py, skips the finished ones, and writes its JSON from train.py's
 own log (the last val row); the controls' BPE trainer merges the most frequent pair first, writes a file that
 model.load_bpe reads back, and reports the rate that bpe_gates gives; the figure is drawn.
-Run: OMP_NUM_THREADS=1 python -m pytest -q tests/test_experiments.py
+Slow (about 2.5 minutes): python -m pytest -q -m slow tests/test_experiments.py
 """
 import base64
 import json
@@ -20,6 +20,7 @@ import torch
 from conftest import ROOT
 from model import BOS, boundary_counts, boundary_metrics, bpe_gates
 
+pytestmark = pytest.mark.slow # every test here trains runs through experiments.py and train.py
 STDLIB = sysconfig.get_paths()['stdlib']
 TRAIN = ['textwrap.py', 'shlex.py', 'fnmatch.py', 'colorsys.py', 'bisect.py', 'getopt.py', 'glob.py', 'heapq.py']
 VAL = ['calendar.py', 'string.py']
@@ -182,7 +183,6 @@ def test_bad_input_is_one_line_and_writes_nothing(exp, tmp_path):
         assert not os.path.exists(tmp_path / 'assets') and not os.path.exists(tmp_path / 'out')
 
 
-@pytest.mark.slow
 def test_paper_run_trains_random_and_sequential_on_sitepy(exp):
     """ the one-GPU paper run, shrunk to a CPU: prepare.py makes sitepy from a folder of .py files, then both configs
         train with the flags given, and the JSON holds each run's val rows from train.py's log """
