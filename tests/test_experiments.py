@@ -3,7 +3,7 @@ experiments.py run as a user runs it, at a tiny size: a corpus of a few standard
 seed, one job. Each table trains its runs with train.py, skips the finished ones, and writes its JSON from train.py's
 own log (the last val row); the controls' BPE trainer merges the most frequent pair first, writes a file that
 model.load_bpe reads back, and reports the rate that bpe_gates gives; the figure is drawn.
-Slow (about 2.5 minutes): python -m pytest -q -m slow tests/test_experiments.py
+Slow (about 1.5 minutes): python -m pytest -q -m slow tests/test_experiments.py
 """
 import base64
 import json
