@@ -524,8 +524,9 @@ elif table:
     pydocs = os.path.join(data_dir, 'pydocs')
     if table == 'english' and not os.path.exists(os.path.join(pydocs, 'val_offsets.npy')): # offline, ~30 s
         print(f"$ python prepare.py pydocs --out_dir={pydocs}", flush=True)
-        subprocess.run([sys.executable, 'prepare.py', 'pydocs', f'--out_dir={os.path.abspath(pydocs)}'], cwd=HERE,
-                       check=True)
+        if subprocess.run([sys.executable, 'prepare.py', 'pydocs', f'--out_dir={os.path.abspath(pydocs)}'],
+                          cwd=HERE).returncode:
+            raise SystemExit(f"experiments.py: `python prepare.py pydocs --out_dir={pydocs}` failed (its message above)")
     all_runs = table_runs(table)
     failed = []
     if not tabulate_only:
