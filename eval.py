@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model import (boundary_counts, boundary_metrics, bpe_gates, check_device, cpu_threads, load_checkpoint,
-                   next_byte_nll)
+from model import boundary_counts, boundary_metrics, next_byte_nll
+from common import bpe_gates, check_device, load_checkpoint, set_threads
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 PAPER_TASKS = {'piqa': 'piqa', 'hellaswag': 'hellaswag', 'arc_easy': 'arc_easy', 'lambada': 'lambada_openai'}
@@ -352,7 +352,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     dataset = '' # default: the checkpoint's dataset
     batch_size = 8 # rows per forward
     seed = 1337 # gate sampling: batch k is seeded seed + k
-    threads = 0 # CPU threads; 0: the cores other processes leave idle (model.cpu_threads, as train.py)
+    threads = 0 # CPU threads; 0: the cores other processes leave idle (common.set_threads, as train.py)
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
     dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
@@ -366,8 +366,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     if task_limit < 0:
         raise SystemExit(f"eval.py: --task_limit={task_limit} must be >= 0 (0: all samples)")
     device_type = check_device(device, 'eval.py')
-    if device_type == 'cpu' and (threads or 'OMP_NUM_THREADS' not in os.environ): # a busy machine: fewer threads
-        torch.set_num_threads(threads or cpu_threads())
+    set_threads(device_type, threads) # a busy machine: fewer threads
     ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
     names = [t.strip() for t in tasks.split(',') if t.strip()]
     if not names:
@@ -382,7 +381,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     meta = read_meta(path) # prepare.py's record of the data, shown under the table and kept in eval.json
     enc = None
     if cfg.get('prescribe') == 'bpe': # trained on BPE boundaries: evaluated on them (they look ahead, see model.py)
-        from model import load_bpe # a tiktoken name or a .tiktoken file; tiktoken only on this path
+        from common import load_bpe # a tiktoken name or a .tiktoken file; tiktoken only on this path
         try:
             enc = load_bpe(cfg['bpe_encoding'])
         except Exception as e:

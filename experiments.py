@@ -54,7 +54,8 @@ exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator
 HERE = os.path.dirname(os.path.abspath(__file__)) # train.py runs here (it opens configurator.py by a relative path)
 command = 'python experiments.py ' + ' '.join(sys.argv[1:])
 sys.path.insert(0, HERE)
-from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics, bpe_gates, load_checkpoint
+from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics
+from common import bpe_gates, load_checkpoint
 
 KEYS = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision'] # train.py's val row, model.py's metrics
 TABLES = ('levers', 'controls', 'ablations', 'english', 'compare', 'paper_run')
@@ -125,7 +126,7 @@ def rule_rate(gater, X, M):
 def bpe_encoding(tokens, m):
     """ a tiktoken encoding of the 256 bytes and the first m learned tokens (ranks 256..), split by BPE_PAT """
     import tiktoken
-    from model import BPE_PAT
+    from common import BPE_PAT
     ranks = {**{bytes([i]): i for i in range(256)}, **{t: 256 + j for j, t in enumerate(tokens[:m])}}
     return tiktoken.Encoding(name=f'bpe{m}', pat_str=BPE_PAT, mergeable_ranks=ranks, special_tokens={})
 
@@ -142,7 +143,7 @@ def train_bpe(text, max_merges, stop_rate=0.0):
     import heapq
     import regex
     from collections import Counter, defaultdict
-    from model import BPE_PAT
+    from common import BPE_PAT
     counts = Counter(m.group() for m in regex.finditer(BPE_PAT, text.decode('utf-8', errors='surrogateescape')))
     words = [list(w.encode('utf-8', errors='surrogateescape')) for w in counts] # token ids of each distinct word
     freq = list(counts.values())
@@ -417,7 +418,7 @@ def segment(name, text):
     data = text.encode()
     X = torch.tensor([[BOS] + list(data)])
     if name == 'bpe':
-        from model import load_bpe
+        from common import load_bpe
         gates = bpe_gates(load_bpe(prescribed()['bpe']['path']), data, X.size(1))
     else: # the checkpoint's own gater in eval mode, or the word_ends rule alone
         run = figure_run or os.path.join(out_root, 'levers', 'learned_s1')

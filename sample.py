@@ -4,7 +4,7 @@ $ python sample.py --out_dir=out --start="def main():" --show_boundaries # '|' w
 $ python sample.py --out_dir=out --compare=gpt2       # ... and gpt2's BPE tokens of the same bytes underneath
 $ python sample.py --out_dir=out --analyze=notes.txt  # no sampling: bpb, rate and the word-boundary metrics on a file
 Boundaries live on byte positions: gate g_t = 1 means byte t ENDS a chunk, so '|' goes after byte t.
-Needs only torch and numpy; --compare imports tiktoken (through model.load_bpe: a tiktoken name or a .tiktoken file).
+Needs only torch and numpy; --compare imports tiktoken (through common.load_bpe: a tiktoken name or a .tiktoken file).
 """
 import codecs
 import math
@@ -14,8 +14,8 @@ from contextlib import nullcontext
 
 import torch
 
-from model import (boundary_counts, boundary_metrics, bpe_ends, bpe_gates, check_device, cpu_threads, decode,
-                   load_checkpoint, next_byte_nll)
+from model import boundary_counts, boundary_metrics, decode, next_byte_nll
+from common import bpe_ends, bpe_gates, check_device, load_checkpoint, set_threads
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 _COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
@@ -71,10 +71,10 @@ def analyze_bytes(model, data, batch_size, seed, ctx, enc=None):
 
 
 def load_encoding(name):
-    """ model.load_bpe(name): a tiktoken encoding ('gpt2', ...) or a .tiktoken file. One line and exit when it cannot be
+    """ common.load_bpe(name): a tiktoken encoding ('gpt2', ...) or a .tiktoken file. One line and exit when it cannot be
         (no tiktoken, an unknown name, a bad file); None and a line on stderr when only its download failed (no
         network): the learned boundaries still print """
-    from model import load_bpe
+    from common import load_bpe
     try:
         return load_bpe(name)
     except ImportError as e:
@@ -113,7 +113,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     compare = '' # a tiktoken encoding (gpt2, cl100k_base, ...): its tokens under the chunks, precision and recall
     analyze = '' # a file: no sampling, print bpb, rate, bytes/chunk and the word-boundary metrics of the model on it
     batch_size = 8 # --analyze: rows per forward
-    threads = 0 # CPU threads; 0: the cores other processes leave idle (model.cpu_threads, as train.py)
+    threads = 0 # CPU threads; 0: the cores other processes leave idle (common.set_threads, as train.py)
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
     # -----------------------------------------------------------------------------
     if dtype not in ('float32', 'bfloat16', 'float16'):
@@ -123,8 +123,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
         if v <= 0:
             raise SystemExit(f"sample.py: --{k}={globals()[k]} must be {'>= 0' if k == 'max_new_tokens' else '> 0'}")
     device_type = check_device(device, 'sample.py')
-    if device_type == 'cpu' and (threads or 'OMP_NUM_THREADS' not in os.environ): # a busy machine: fewer threads
-        torch.set_num_threads(threads or cpu_threads())
+    set_threads(device_type, threads) # a busy machine: fewer threads
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type, getattr(torch, dtype))
 

@@ -35,8 +35,9 @@ import torch.nn.functional as F
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, bpe_gates, check_device,
-                   cpu_threads, discounted_returns, gpu_peak_flops, hnet_ratio_loss, load_bpe, next_byte_nll)
+from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, discounted_returns,
+                   hnet_ratio_loss, next_byte_nll)
+from common import bpe_gates, check_device, gpu_peak_flops, load_bpe, open_corpus, set_threads
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
@@ -79,7 +80,7 @@ gate_softcap = 6.0
 nawrot_temp = 0.5
 # boundaries prescribed from outside the model ('' or 'bpe': a gate at the first byte of each tiktoken token)
 prescribe = ''
-bpe_encoding = 'gpt2' # a tiktoken encoding ('gpt2', 'o200k_base', ...) or a .tiktoken file of ranks (model.load_bpe)
+bpe_encoding = 'gpt2' # a tiktoken encoding ('gpt2', 'o200k_base', ...) or a .tiktoken file of ranks (common.load_bpe)
 # losses: (1-early_weight) CE + early_weight CE_early + pg_weight PG + rate_weight rate_loss
 early_weight = 0.1 # lambda_e: the early-exit head's share of the byte loss
 pg_weight = 0.1 # lambda_pi: the score-function (REINFORCE) loss of the gater (the paper's 0.01 in method_sequential.py)
@@ -156,15 +157,11 @@ if gradient_accumulation_steps % ddp_world_size and (ddp_world_size % gradient_a
 accum = max(1, gradient_accumulation_steps // ddp_world_size) # micro-steps of this process
 rows_per_iter = gradient_accumulation_steps * batch_size # over all processes
 device_type = 'cuda' if 'cuda' in device else 'cpu'
-def set_threads():
-    """ on a CPU, as many threads as cores that other processes leave idle (model.cpu_threads): two threads that wait
-        for each other at every op stall when another job holds a core. --threads or OMP_NUM_THREADS fix the number """
-    if device_type == 'cpu' and (threads or 'OMP_NUM_THREADS' not in os.environ):
-        n, was = threads or cpu_threads(share=int(os.environ.get('LOCAL_WORLD_SIZE', 1))), torch.get_num_threads()
-        torch.set_num_threads(n)
-        if n != was and int(os.environ.get('RANK', 0)) == 0:
-            print(f"CPU threads: {n} (of {os.cpu_count()} cores; --threads=N fixes the number)")
-set_threads()
+def check_threads(): # on a CPU, the cores other processes leave idle: looked at again at every eval
+    n = set_threads(device_type, threads, share=int(os.environ.get('LOCAL_WORLD_SIZE', 1)))
+    if n and master_process:
+        print(f"CPU threads: {n} (of {os.cpu_count()} cores; --threads=N fixes the number)")
+check_threads()
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 # mixed precision on any device: on a CPU with avx512_bf16 or AMX, bfloat16 matmuls run 4-5x faster than float32
 ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type, getattr(torch, dtype))
@@ -214,46 +211,9 @@ if dataset == 'pycode' and master_process and not any(map(os.path.exists, needed
     subprocess.run([sys.executable, os.path.join(root, 'prepare.py'), 'pycode', f'--out_dir={data_path}'])
 if ddp:
     dist.barrier() # every rank, whatever its node holds: rank 0 may be making the data
-named = dataset in ('pycode', 'pydocs', 'fineweb', 'codeparrot') # the corpora prepare.py makes by name
-remake = (f"make it with `python prepare.py {dataset} --out_dir={data_path}`" if named else
-          f"make it from a folder of files with `python prepare.py files --path=DIR --out_dir={data_path}`")
-
-def load_split(split):
-    """ the bytes of a split and its document boundaries, checked: a broken file is one line, not a wrong run """
-    path = os.path.join(data_path, f'{split}_offsets.npy')
-    try:
-        off = np.load(path)
-    except Exception as e: # not an .npy file at all
-        raise SystemExit(f"train.py: {path} is not a NumPy offsets file ({type(e).__name__}); {remake}")
-    size = os.path.getsize(os.path.join(data_path, f'{split}.bin'))
-    if off.ndim != 1 or off.dtype.kind not in 'iu' or len(off) < 2 or off[0] != 0 or np.any(np.diff(off) <= 0):
-        raise SystemExit(f"train.py: {path} is not n_docs+1 increasing integers from 0 ({off.dtype} {off.shape}); "
-                         f"{remake}")
-    if off[-1] != size:
-        raise SystemExit(f"train.py: {path} ends at byte {off[-1]:,} but {split}.bin has {size:,} bytes; {remake}")
-    return np.memmap(os.path.join(data_path, f'{split}.bin'), dtype=np.uint8, mode='r'), off.astype(np.int64)
-
-def row_index(off, w):
-    """ document boundaries -> (start, length) of every row, each document cut into consecutive windows of w bytes,
-        e.g. off=[0, 5, 7], w=2 -> start [0, 2, 4, 5], length [2, 2, 1, 2]; numpy only, O(rows) memory """
-    k = -(-np.diff(off) // w) # rows per document, ceil(n / w)
-    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k) # window number inside its document
-    start = np.repeat(off[:-1], k) + j * w
-    return start, np.minimum(np.repeat(off[1:], k) - start, w)
-
-data, row_start, row_len, error = {}, {}, {}, ''
 try:
-    if not named and not any(map(os.path.exists, needed)): # a name prepare.py does not know: say what is there
-        there = sorted(d for d in os.listdir(data_dir) if os.path.exists(os.path.join(data_dir, d, 'train.bin'))) \
-            if os.path.isdir(data_dir) else []
-        raise SystemExit(f"train.py: --dataset={dataset} is not in {data_dir} (it has: {', '.join(there) or 'none'});"
-                         f" {remake}")
-    for f in needed:
-        if not os.path.exists(f):
-            raise SystemExit(f"train.py: {f} is missing: {remake}")
-    for split in ('train', 'val'):
-        data[split], off = load_split(split)
-        row_start[split], row_len[split] = row_index(off, block_size - 1)
+    data, row_start, row_len = open_corpus(data_dir, dataset, block_size) # each file checked, else one line
+    error = ''
 except SystemExit as e:
     error = str(e)
 if ddp: # the outcome is agreed, so every rank stops here or none does (no rank waits alone in a collective)
@@ -449,7 +409,7 @@ while True:
     # evaluate on the val rows, log, and write checkpoints
     if iter_num % eval_interval == 0 or iter_num >= max_iters or eval_only:
         if iter_num > first_iter:
-            set_threads() # other jobs may have started or ended since the last look
+            check_threads() # other jobs may have started or ended since the last look
         val = estimate_val()
         if master_process:
             print(f"iter {iter_num}/{max_iters} val: bpb {val['bpb']:.4f}, rate {val['rate']:.3f}, "

@@ -2,7 +2,7 @@
 experiments.py run as a user runs it, at a tiny size: a corpus of a few standard-library files, 2 steps per run, one
 seed, one job. Each table trains its runs with train.py, skips the finished ones, and writes its JSON from train.py's
 own log (the last val row); the controls' BPE trainer merges the most frequent pair first, writes a file that
-model.load_bpe reads back, and reports the rate that bpe_gates gives; the figure is drawn.
+common.load_bpe reads back, and reports the rate that bpe_gates gives; the figure is drawn.
 Slow (about 1.5 minutes): python -m pytest -q -m slow tests/test_experiments.py
 """
 import base64
@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from conftest import ROOT
-from model import BOS, boundary_counts, boundary_metrics, bpe_gates
+from model import BOS, boundary_counts, boundary_metrics
+from common import bpe_gates
 
 pytestmark = pytest.mark.slow # every test here trains runs through experiments.py and train.py
 STDLIB = sysconfig.get_paths()['stdlib']
@@ -101,7 +102,7 @@ def test_controls_reuse_learned_and_prescribe_word_rules_and_bpe(exp):
 
 def test_bpe_trainer_merges_the_most_frequent_pair_and_round_trips(exp):
     import regex
-    from model import BPE_PAT, load_bpe
+    from common import BPE_PAT, load_bpe
     if not os.path.exists(exp.root / 'assets' / 'controls.json'): # (made by the controls test when it ran first)
         res = exp('--table=controls', '--runs=learned:1', '--tabulate_only=True')
         assert '1 of 1 runs finished' in res.stdout

@@ -14,11 +14,11 @@ import torch
 import torch.nn.functional as F
 
 import model
-from model import (BOS, BPE_PAT, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, AddUpsampler, ByteUNet,
-                   HNetUpsampler, MeanDownsampler, NawrotDownsampler, NawrotGater, SequentialGater,
-                   UNetConfig, attention, binomial_prior, boundary_counts, boundary_metrics, bpe_gates, chunk_ends,
-                   chunk_ids, decode, ema_scan, encode, gather, hnet_ratio_loss, is_space, load_bpe, nawrot_onehot,
-                   next_byte_nll, read_ids)
+from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, AddUpsampler, ByteUNet, HNetUpsampler,
+                   MeanDownsampler, NawrotDownsampler, NawrotGater, SequentialGater, UNetConfig, attention,
+                   binomial_prior, boundary_counts, boundary_metrics, chunk_ends, chunk_ids, decode, ema_scan, encode,
+                   gather, hnet_ratio_loss, is_space, nawrot_onehot, next_byte_nll, read_ids)
+from common import BPE_PAT, bpe_gates, load_bpe
 
 PAIRS = list(itertools.product(DOWNSAMPLERS, UPSAMPLERS)) # every (down, up) pair is valid, and causal
 COMBOS = [(g, d, u) for g in GATERS for d, u in PAIRS]  # every gater with every (down, up) pair
@@ -1090,7 +1090,7 @@ def test_cpu_threads_leaves_the_cores_other_processes_hold():
         barrier stall behind a process that holds a core); split among `share` processes it stays at least 1 """
     import subprocess
     import sys
-    from model import cpu_threads
+    from common import cpu_threads
     n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     busy = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(n)]
     try:

@@ -17,7 +17,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from model import BOS, WHITESPACE, ByteUNet, UNetConfig, bpe_ends, bpe_gates, decode, next_byte_nll  # noqa: E402
+from model import BOS, WHITESPACE, ByteUNet, UNetConfig, decode, next_byte_nll  # noqa: E402
+from common import bpe_ends, bpe_gates  # noqa: E402
 from sample import precision_recall, render  # noqa: E402 (sample.py only runs as a script)
 from conftest import run_blocked_on_fifo, tiny_encoding  # noqa: E402 (and the `plugin`, `lean` fixtures)
 
@@ -252,7 +253,7 @@ def test_a_bpe_guided_model_is_analyzed_on_bpe_gates_and_does_not_generate(ckpts
 # bad input: one line, the right exit code, no traceback
 
 def test_missing_or_broken_checkpoint(tmp_path):
-    """ model.load_checkpoint, which eval.py shares: one line naming the file, and what to do """
+    """ common.load_checkpoint, which eval.py shares: one line naming the file, and what to do """
     (tmp_path / 'cut').mkdir()
     (tmp_path / 'cut' / 'ckpt.pt').write_bytes(b'PK\x03\x04 cut short by a kill mid-copy')
     (rc, out, err), (rc2, _, err2) = run_all((f'--out_dir={tmp_path / "nowhere"}',), (f'--out_dir={tmp_path / "cut"}',))

@@ -25,7 +25,8 @@ import pytest
 import torch
 
 from conftest import ROOT, tiny_encoding
-from model import UNetConfig, ByteUNet, PRESETS, bpe_ends
+from model import UNetConfig, ByteUNet, PRESETS
+from common import bpe_ends
 
 TINY = ['--device=cpu', '--dtype=float32', '--block_size=64', '--batch_size=4', '--n_embd=32', '--n_head=2',
         '--n_down=1', '--n_mid=1', '--n_up=1', '--window=16', '--eval_iters=2', '--log_interval=1',
@@ -262,7 +263,7 @@ def train_functions(ns, *names):
 
 
 def test_row_index_cuts_every_document_into_windows():
-    row_index, = train_functions(dict(np=np), 'row_index')
+    from common import row_index
     start, n = row_index(np.array([0, 5, 7]), 2) # the docstring's example
     assert start.tolist() == [0, 2, 4, 5] and n.tolist() == [2, 2, 1, 2]
     rng = np.random.default_rng(0)
@@ -282,7 +283,7 @@ def test_documents_of_one_row_give_exactly_the_rows_of_the_document_order():
     """ the paper's case, 4095-byte documents at block 4096: one row per document, and the stream of rows is the
         stream of documents train.py read before rows were windows (a seeded permutation of documents per epoch) """
     n_docs, batch, accum, seed = 37, 4, 3, 1337
-    row_index, = train_functions(dict(np=np), 'row_index')
+    from common import row_index
     start, n = row_index(np.arange(n_docs + 1) * 4095, 4096 - 1)
     assert (start == np.arange(n_docs) * 4095).all() and (n == 4095).all()
     ns = dict(np=np, seed=seed, batch_size=batch, gradient_accumulation_steps=accum, n_rows={'train': n_docs}, _perm={})
@@ -457,7 +458,7 @@ def test_bpe_guidance_gates_the_first_byte_of_every_token_but_the_first(tmp_path
 
 
 def test_bpe_guidance_reads_a_tiktoken_file(tmp_path):
-    """ --bpe_encoding=FILE.tiktoken: tiktoken's own format ("base64(token) rank" per line), loaded by model.load_bpe
+    """ --bpe_encoding=FILE.tiktoken: tiktoken's own format ("base64(token) rank" per line), loaded by common.load_bpe
         with GPT-2's split, which cuts these words as the 'tiny' encoding's does: the same gates. A file that is not
         there is one line """
     rate = cats(tmp_path / 'data')
