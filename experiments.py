@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 # -----------------------------------------------------------------------------
-table = '' # levers, controls, ablations, english, compare or paper_run
+table = '' # ladder, levers, controls, ablations, english, compare or paper_run
 runs = '' # a subset, 'setting:seed,...' ('' : every setting of the table, every seed)
 seeds = '1,2,3'
 jobs = 2 # train.py processes at once, one thread each
@@ -49,6 +49,15 @@ figure_run = '' # the learned checkpoint of the figure (default: out_root/levers
 paper_size = '' # paper_run: a paper size ('18m', ...): config/train_<size>_{random,sequential}.py on data_dir/sitepy
 paper_path = '' # paper_run: the folder of .py files sitepy is made from (default: this Python's site-packages)
 paper_flags = '' # paper_run: more train.py flags for both runs, e.g. '--max_iters=2000' to fit a time budget
+rungs = '1,2,3' # ladder: the rungs to train and tabulate
+ladder_methods = '' # ladder: a subset of its methods, e.g. 'learned,random' ('': all, and rung 1's levers)
+rung3_skip = '' # ladder: methods left out of rung 3, e.g. 'hnet,nawrot' when the whole ladder does not fit
+ladder_seeds = 3 # ladder: seeds 1..n of every method
+learned_seeds = 6 # ladder: seeds 1..n of the learned gater and its levers (their spread is the largest)
+ladder_compile = True # ladder: train.py --compile (about 1.3x at D=64 on a CPU once compiled, ~20 s to compile)
+cal_seed = 1 # ladder: the seed of the calibration runs (the last one is that seed's run of the method)
+cal_tol = 0.005 # ladder: a calibration ends once its val rate is within this of 0.2
+cal_tries = 5 # ladder: at most this many calibration runs per method and rung (then the closest is taken)
 exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
 # -----------------------------------------------------------------------------
 HERE = os.path.dirname(os.path.abspath(__file__)) # train.py runs here (it opens configurator.py by a relative path)
@@ -58,7 +67,7 @@ from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics
 from common import bpe_gates, load_checkpoint
 
 KEYS = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision'] # train.py's val row, model.py's metrics
-TABLES = ('levers', 'controls', 'ablations', 'english', 'compare', 'paper_run')
+TABLES = ('ladder', 'levers', 'controls', 'ablations', 'english', 'compare', 'paper_run')
 EQUAL = lambda n, every: [f'--max_iters={n}', f'--lr_decay_iters={n}', f'--eval_interval={every}'] # 7 evals
 LEVERS = { # the quick start (train.py's defaults) and one lever moved at a time, at equal bytes (4.9M)
     'learned': [],
@@ -81,11 +90,15 @@ if ablate not in LEVERS:
     raise SystemExit(f"experiments.py: --ablate={ablate}: use a setting of levers ({', '.join(LEVERS)})")
 if not re.fullmatch(r'\d+(,\d+)*', seeds):
     raise SystemExit(f"experiments.py: --seeds={seeds}: use whole numbers separated by commas, e.g. --seeds=1,2,3")
-for k in ('jobs', 'eval_iters', 'rate_rows', 'bpe_max_merges'):
+for k in ('jobs', 'eval_iters', 'rate_rows', 'bpe_max_merges', 'ladder_seeds', 'learned_seeds', 'cal_tries',
+          'cal_seed'):
     if globals()[k] <= 0:
         raise SystemExit(f"experiments.py: --{k}={globals()[k]} must be positive")
 if iters < 0 or not 0 < bpe_rate < 1:
     raise SystemExit(f"experiments.py: --iters={iters} must be >= 0 and --bpe_rate={bpe_rate} in (0, 1)")
+if not re.fullmatch(r'[123](,[123])*', rungs) or not 0 < cal_tol < 0.1:
+    raise SystemExit(f"experiments.py: --rungs={rungs} must name rungs of 1,2,3 (e.g. --rungs=1,2) and --cal_tol="
+                     f"{cal_tol} be in (0, 0.1)")
 if table == 'paper_run' and not os.path.exists(os.path.join(HERE, f'config/train_{paper_size}_random.py')):
     raise SystemExit(f"experiments.py: --paper_size={paper_size!r}: there is no config/train_{paper_size}_random.py")
 corpus = os.path.join(data_dir, 'pycode')
@@ -410,6 +423,270 @@ def tabulate(name, table_runs):
     return results
 
 # -----------------------------------------------------------------------------
+# the compute ladder: every method at equal compression (val rate 0.2 ± 0.01) on three rungs of compute. Each
+# finished run is kept as assets/ladder/r<rung>/<run>.json (committed: a clone never trains it again); a run cut short
+# resumes from its checkpoint (--init_from=auto) when its out_dir is still there
+
+LADDER_RATE, LADDER_TOL = 0.2, 0.01 # every method's val rate at the end of its runs: 0.2 ± 0.01
+RUNGS = { # rung -> train.py arguments on top of the quick start's (D=64, 8 rows of 256 bytes per step)
+    1: EQUAL(2400, 400),                                   # the quick start: 4.9M bytes
+    2: EQUAL(9600, 1600),                                  # 4x the bytes (19.7M of the 30M train bytes)
+    3: ['--n_embd=128', '--n_head=4', *EQUAL(9600, 1600)], # 4x the bytes and ~4x the FLOPs per byte: ~16x rung 1
+}
+METHODS = {'learned': [], 'random': ['--gater=uniform'], 'word_ends': ['--gater=word_ends'],
+           'hnet': ['config/method_hnet.py'], 'nawrot': ['config/method_nawrot.py']}
+CALIBRATE = {'hnet': 0.168, 'nawrot': 0.284} # first guesses of the rate targets that end at 0.2 at rung 1 (their
+# configs' target 0.2 ends at 0.238 and 0.141): the straight-through gaters' hard rate is not what their loss holds
+LEVERS36 = {'scale05': ['--gate_scale=0.5']} # levers of the learned gater at rung 1 (issue 36): name -> train.py arguments
+
+def rung_args(rung):
+    """ a rung's arguments; with --iters a tiny ladder for tests (iters, 4*iters, 4*iters steps; rung 3 at D=32) """
+    if not iters:
+        return RUNGS[rung]
+    n = iters * (1 if rung == 1 else 4)
+    return [*EQUAL(n, n), *(['--n_embd=32', '--n_head=2'] if rung == 3 else [])]
+
+_word_rate = {}
+def method_args(method):
+    if method in LEVERS36:
+        return LEVERS36[method]
+    if method == 'word_ends' and not _word_rate: # the rule's own share on train rows, topped up to 0.2 by train.py
+        _word_rate['r'] = rule_rate('word_ends', *split_rows('train', 256, rate_rows))
+    return METHODS[method] + ([f"--word_rate={_word_rate['r']:.4f}"] if method == 'word_ends' else [])
+
+def ladder_run(rung, method, seed, target=None):
+    """ one run of the ladder: its name, train.py argv (args: everything but out_dir), asset file and out_dir """
+    name = f'{method}_t{target:.4f}' if target is not None else method
+    cfgs = [a for a in method_args(method) if not a.startswith('--')]
+    flags = [a for a in method_args(method) if a.startswith('--')]
+    args = ['train.py', *cfgs, f'--eval_iters={eval_iters}', *rung_args(rung), *flags,
+            *([f'--rate={target:.4f}'] if target is not None else []), '--threads=1', f'--compile={ladder_compile}',
+            '--init_from=auto', *([f'--data_dir={rel(data_dir)}'] if data_dir != 'data' else []),
+            *([f'--device={device}'] if device else []), f'--seed={seed}']
+    out_dir = os.path.join(out_root, 'ladder', f'r{rung}', f'{name}_s{seed}')
+    cmd = args + [f'--out_dir={rel(out_dir)}']
+    return dict(rung=rung, method=method, seed=seed, target=target, name=f'r{rung}/{name}_s{seed}', args=args,
+                cmd=cmd, command='python ' + ' '.join(cmd), out_dir=out_dir,
+                asset=os.path.join(assets, 'ladder', f'r{rung}', f'{name}_s{seed}.json'))
+
+def ladder_result(run):
+    """ the finished run's record in assets/ if it was made by the same train.py arguments, else None """
+    if os.path.exists(run['asset']):
+        res = json.load(open(run['asset']))
+        if res['args'] == run['args']:
+            return res
+
+def next_target(tried):
+    """ the calibration's next rate target from the (target, val rate) pairs so far: a ratio step after the first
+        run, then the secant through the last two, kept within a factor 2 of the last target """
+    (t0, v0), (t1, v1) = ([(None, None)] + tried)[-2:]
+    t = t1 * LADDER_RATE / v1 if t0 is None or v1 == v0 else t1 + (LADDER_RATE - v1) * (t1 - t0) / (v1 - v0)
+    return round(min(max(t, t1 / 2, 0.01), t1 * 2, 0.9), 4)
+
+def calibration(rung, method):
+    """ the rate target of a calibrated method at a rung: seed cal_seed's runs, from the rung below's target (or
+        CALIBRATE's guess at rung 1), stepped by next_target until the val rate is within cal_tol of 0.2 (or cal_tries
+        runs: then the closest) -> (target, finished?, [(target, val rate)]), or None while the rung below is not
+        calibrated yet """
+    if rung == min(RUNGS):
+        t = CALIBRATE[method]
+    else:
+        below = calibration(rung - 1, method)
+        if below is None or not below[1]:
+            return None
+        t = below[0]
+    tried = []
+    for _ in range(cal_tries):
+        res = ladder_result(ladder_run(rung, method, cal_seed, t))
+        if res is None:
+            return t, False, tried
+        tried.append((t, res['val']['rate']))
+        if abs(tried[-1][1] - LADDER_RATE) <= cal_tol:
+            return t, True, tried
+        t = next_target(tried)
+        if t in [a for a, _ in tried]: # the rounding gives a target tried already: its neighbour can do no better
+            break
+    return min(tried, key=lambda tv: abs(tv[1] - LADDER_RATE))[0], True, tried
+
+def ladder_plan():
+    """ every run of the ladder that can be named now, in training order: rung by rung (rung 1's levers after its
+        methods), each rung's calibration runs first, then the seeds round by round -> (runs, rungs still waiting) """
+    plan, waiting = [], []
+    for rung in [int(r) for r in rungs.split(',')]:
+        methods = [m for m in (ladder_methods.split(',') if ladder_methods else METHODS)
+                   if not (rung == 3 and m in rung3_skip.split(','))]
+        levers = list(LEVERS36) if rung == 1 and not ladder_methods else []
+        first, rest = [], []
+        for m in methods + levers:
+            target = None
+            if m in CALIBRATE:
+                cal = calibration(rung, m)
+                if cal is None or not cal[1]:
+                    waiting.append(f'r{rung}/{m}')
+                    first += [ladder_run(rung, m, cal_seed, cal[0])] if cal else []
+                    continue
+                target = cal[0]
+            n = learned_seeds if m == 'learned' or m in LEVERS36 else ladder_seeds
+            rest += [ladder_run(rung, m, s, target) for s in range(1, n + 1)]
+        rest.sort(key=lambda r: (r['method'] in LEVERS36, r['seed'])) # a round of seeds covers every method first
+        plan += first + rest
+    return plan, waiting
+
+def ladder_state(run):
+    """ 'done' (its record is in assets/), 'busy' (a live process is training it) or 'todo' """
+    if ladder_result(run):
+        return 'done'
+    info = os.path.join(run['out_dir'], 'run.json')
+    info = json.load(open(info)) if os.path.exists(info) else {}
+    if info.get('pid') and 'returncode' not in info:
+        try:
+            os.kill(info['pid'], 0)
+            return 'busy'
+        except OSError:
+            pass
+    return 'todo'
+
+def ladder_finish(run, wall):
+    """ the record of a finished run, from its log: written to assets/ at once """
+    val = read_log(run['out_dir'])
+    res = dict(name=run['name'], rung=run['rung'], method=run['method'], seed=run['seed'], target=run['target'],
+               args=run['args'], command=run['command'], bytes=val[-1]['bytes'], wall_s=wall, val=val[-1],
+               curve=[{k: r.get(k) for k in ['iter', 'bytes'] + KEYS} for r in val])
+    os.makedirs(os.path.dirname(run['asset']), exist_ok=True)
+    with open(run['asset'] + '.tmp', 'w') as f:
+        json.dump(res, f, indent=1)
+    os.replace(run['asset'] + '.tmp', run['asset'])
+    return res
+
+def ladder_train():
+    """ train the ladder's runs `jobs` at a time, one thread each, planning again as each ends (a calibration run's
+        result names the next one); a run with a checkpoint of the same arguments resumes from it """
+    running, failed = {}, set()
+    def launch(run):
+        info = os.path.join(run['out_dir'], 'run.json')
+        old = json.load(open(info)) if os.path.exists(info) else {}
+        if old.get('args') != run['args']: # another command's folder: start over
+            shutil.rmtree(run['out_dir'], ignore_errors=True)
+        os.makedirs(run['out_dir'], exist_ok=True)
+        resume = os.path.exists(os.path.join(run['out_dir'], 'ckpt.pt'))
+        print(f"$ {run['command']} >> {run['out_dir']}/train.txt" + (' (resumes)' if resume else ''), flush=True)
+        log = open(os.path.join(run['out_dir'], 'train.txt'), 'a')
+        p = subprocess.Popen([sys.executable, *run['cmd']], cwd=HERE, stdout=log, stderr=subprocess.STDOUT,
+                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        with open(info, 'w') as f:
+            json.dump(dict(args=run['args'], pid=p.pid, wall_before=old.get('wall_before', 0) if resume else 0), f)
+        running[p] = (run, time.time(), log)
+    try:
+        while True:
+            plan, waiting = ladder_plan()
+            busy = {r['name'] for r, _, _ in running.values()}
+            todo = [r for r in plan if r['name'] not in busy | failed and ladder_state(r) == 'todo']
+            while todo and len(running) < jobs:
+                launch(todo.pop(0))
+            if not running:
+                break
+            time.sleep(2)
+            for p in [p for p in running if p.poll() is not None]:
+                run, t0, log = running.pop(p)
+                log.close()
+                info = os.path.join(run['out_dir'], 'run.json')
+                wall = json.load(open(info)).get('wall_before', 0) + round(time.time() - t0)
+                with open(info, 'w') as f:
+                    json.dump(dict(args=run['args'], returncode=p.returncode, wall_before=wall), f)
+                if p.returncode:
+                    failed.add(run['name'])
+                    tail = open(os.path.join(run['out_dir'], 'train.txt')).read().strip().splitlines()[-1:] or ['']
+                    print(f"experiments.py: {run['name']} failed (exit {p.returncode}): {tail[0]}", flush=True)
+                elif read_log(run['out_dir'])[-1:] and read_log(run['out_dir'])[-1]['iter'] != max_iters_of(run['cmd']):
+                    failed.add(run['name']) # stopped from outside (SIGTERM saves and exits 0): resumed next time
+                    print(f"experiments.py: {run['name']} stopped before its last step; it resumes when rerun")
+                else:
+                    val = ladder_finish(run, wall)['val']
+                    print(f"{run['name']} done in {wall} s: val " + ', '.join(f"{k} {val[k]:.4f}" for k in KEYS),
+                          flush=True)
+    finally: # interrupted: the trainings stop with it (train.py saves a checkpoint on SIGTERM)
+        for p in running:
+            p.terminate()
+        for p in running:
+            p.wait()
+    return failed, waiting
+
+def on_edges(val):
+    """ a seed 'on word edges': recall (word_boundary) and precision both above 0.4 (chance: 0.35 and 0.38) """
+    return val['word_boundary'] > 0.4 and val['boundary_precision'] > 0.4
+
+def ladder_flops(rung):
+    """ training FLOPs per byte of a rung's model at rate 0.2 (model.flops_per_byte: forward and backward) """
+    a = dict(x[2:].split('=') for x in rung_args(rung) if x[2:].split('=')[0] in ('n_embd', 'n_head'))
+    cfg = UNetConfig(block_size=256, n_embd=int(a.get('n_embd', 64)), n_head=int(a.get('n_head', 2)), n_down=1,
+                     n_mid=4, n_up=1, window=8, rate=LADDER_RATE) # train.py's defaults, as its quick start
+    return ByteUNet(cfg).flops_per_byte(LADDER_RATE)
+
+def ladder_tabulate():
+    """ the ladder's table and figure from the records in assets/ladder alone: each method (each calibrated one at its
+        calibrated target) at each rung, mean ± std over its seeds; the levers of rung 1 beside the learned gater """
+    plan, waiting = ladder_plan()
+    rows, runs = [], {}
+    for run in plan:
+        res = ladder_result(run)
+        if res and (run['target'] is None or run['target'] == (calibration(run['rung'], run['method']) or [0])[0]):
+            runs.setdefault((run['rung'], run['method']), []).append(res)
+    print(f"\n$ {command}\nthe ladder: every method's val rate at {LADDER_RATE} ± {LADDER_TOL} (equal compression); "
+          f"train.py's last val row, mean ± std over seeds; 'edges': seeds on word edges (recall and precision > 0.4)")
+    print('| rung | method | seeds | MB seen | PFLOPs | bpb | rate | word_boundary | boundary_precision | edges |\n'
+          '|---|---|---|---|---|---|---|---|---|---|')
+    for (rung, method), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], list(METHODS).index(kv[0][1])
+                                                                    if kv[0][1] in METHODS else 99)):
+        row = dict(rung=rung, method=method, seeds=[r['seed'] for r in rs], target=rs[0]['target'],
+                   bytes=rs[0]['bytes'], flops=ladder_flops(rung) * rs[0]['bytes'], command=rs[0]['command'],
+                   edges=sum(on_edges(r['val']) for r in rs), per_seed={k: [r['val'][k] for r in rs] for k in KEYS})
+        for k in KEYS:
+            v = row['per_seed'][k]
+            row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
+        row['equal_rate'] = all(abs(v - LADDER_RATE) <= LADDER_TOL for v in row['per_seed']['rate'])
+        rows.append(row)
+        cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
+        print(f"| {rung} | {method}{'' if row['equal_rate'] else ' (rate off)'} | {len(rs)} | {row['bytes'] / 1e6:.1f}"
+              f" | {row['flops'] / 1e15:.2f} | " + ' | '.join(cell(k) for k in KEYS[:1]) +
+              f" | {row['rate']:.3f} | " + ' | '.join(cell(k) for k in KEYS[3:]) + f" | {row['edges']}/{len(rs)} |")
+    cal = {f'r{rung}/{m}': dict(zip(('target', 'finished', 'tried'), c)) for rung in map(int, rungs.split(','))
+           for m in CALIBRATE if (c := calibration(rung, m))}
+    for k, c in cal.items():
+        print(f"calibration {k}: " + ', '.join(f"target {t:.4f} -> rate {v:.4f}" for t, v in c['tried'])
+              + (f"; chosen {c['target']:.4f}" if c['finished'] else ' ...'))
+    if waiting:
+        print(f"not calibrated yet: {', '.join(waiting)}")
+    os.makedirs(assets, exist_ok=True)
+    path = os.path.join(assets, 'ladder_table.json')
+    with open(path, 'w') as f:
+        json.dump(dict(command=command, rate=LADDER_RATE, tol=LADDER_TOL, rows=rows, calibration=cal), f, indent=1)
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method in [m for m in METHODS if any(r['method'] == m for r in rows)] + list(LEVERS36):
+        rs = [r for r in rows if r['method'] == method]
+        if not rs:
+            continue
+        x, y = [r['flops'] for r in rs], [r['bpb'] for r in rs]
+        lo, hi = [min(r['per_seed']['bpb']) for r in rs], [max(r['per_seed']['bpb']) for r in rs]
+        line, = ax.plot(x, y, marker='o', ls='-' if method in METHODS else ':', label=f"{method}")
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0) # the seeds' range
+        if method == 'learned':
+            for r in rs:
+                ax.annotate(f"{r['edges']}/{len(r['seeds'])} on word edges", (r['flops'], r['bpb']),
+                            textcoords='offset points', xytext=(6, 8), fontsize=8, color=line.get_color())
+    ax.set_xscale('log'), ax.set_xlabel('training FLOPs'), ax.set_ylabel('val bits per byte'), ax.grid(alpha=0.3)
+    ax.set_title(f"pycode, every method at val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range over seeds",
+                 fontsize=9)
+    if rows:
+        ax.legend(fontsize=8)
+    plt.savefig(os.path.join(assets, 'ladder.png'), dpi=120, bbox_inches='tight')
+    plt.close(fig)
+    print(f"wrote {path} and {os.path.join(assets, 'ladder.png')}")
+    return rows
+
+# -----------------------------------------------------------------------------
 # the figure: one text, cut by a learned gater, by the BPE of the controls and by whitespace
 
 @torch.no_grad()
@@ -521,6 +798,16 @@ if table == 'paper_run': # no download needed: real code and docstrings that any
     with open(path, 'w') as f:
         json.dump(dict(command=command, runs=res), f, indent=1)
     print(f"wrote {path}")
+elif table == 'ladder':
+    unknown = [m for m in ladder_methods.split(',') if ladder_methods and m not in {**METHODS, **LEVERS36}]
+    if unknown:
+        raise SystemExit(f"experiments.py: --ladder_methods: {', '.join(unknown)} is not a method of the ladder "
+                         f"({', '.join([*METHODS, *LEVERS36])})")
+    failed, waiting = ([], []) if tabulate_only else ladder_train()
+    ladder_tabulate()
+    if failed:
+        raise SystemExit(f"experiments.py: {len(failed)} runs failed: " + ', '.join(
+            f"{n} (see {os.path.join(out_root, 'ladder', n)}/train.txt)" for n in sorted(failed)))
 elif table:
     pydocs = os.path.join(data_dir, 'pydocs')
     if table == 'english' and not os.path.exists(os.path.join(pydocs, 'val_offsets.npy')): # offline, ~30 s
