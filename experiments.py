@@ -437,7 +437,11 @@ METHODS = {'learned': [], 'random': ['--gater=uniform'], 'word_ends': ['--gater=
            'hnet': ['config/method_hnet.py'], 'nawrot': ['config/method_nawrot.py']}
 CALIBRATE = {'hnet': 0.168, 'nawrot': 0.284} # first guesses of the rate targets that end at 0.2 at rung 1 (their
 # configs' target 0.2 ends at 0.238 and 0.141): the straight-through gaters' hard rate is not what their loss holds
-LEVERS36 = {'scale05': ['--gate_scale=0.5']} # levers of the learned gater at rung 1 (issue 36): name -> train.py arguments
+LEVERS36 = { # the learned gater's levers at rung 1, 6 seeds each: does one make its segmentation reliable?
+    'warmup400': ['--gate_warmup=400'],      # random boundaries for the first 400 steps (where the basin was set)
+    'scale05': ['--gate_scale=0.5'],         # between the quick start's 1 and the 1/4 that found edges late
+    'draws4': ['--draws=4', '--batch_size=2'], # each row 4 times, its own draws as baseline: the same rows per step
+}
 
 def rung_args(rung):
     """ a rung's arguments; with --iters a tiny ladder for tests (iters, 4*iters, 4*iters steps; rung 3 at D=32) """

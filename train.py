@@ -89,6 +89,11 @@ early_exit_reward = True # reward CE_early - CE; False: reward -CE
 batch_baseline = True # subtract the batch mean reward at each position
 rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - rate); 'hnet': H-Net's ratio loss; 'binomial': Nawrot's prior
 rate_weight = 0.1 # lambda_c (the paper's 0.01 in config/method_sequential.py)
+# levers beyond the paper (off in every paper config; README, departures): a learned gater's first gate_warmup steps
+# run on random boundaries (Bernoulli(rate)) with its own losses off; draws > 1 reads each row that many times, each
+# draw's baseline the mean reward of the row's other draws (leave-one-out) instead of the batch's
+gate_warmup = 0
+draws = 1
 # adamw optimizer and schedule: linear warmup from 0.1*lr, then cosine to min_lr at lr_decay_iters
 learning_rate = 3e-3
 max_iters = 2400
@@ -127,6 +132,9 @@ if not 0 < rate < 1: # 0 was a math domain error, 1.5 trained at 0.98, and unifo
     raise SystemExit(f"train.py: --rate={rate} must be in (0, 1), the share of bytes that end a chunk, e.g. 0.2")
 if rate_loss not in ('ours', 'hnet', 'binomial'):
     raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours', 'hnet' or 'binomial'")
+if draws < 1 or gate_warmup < 0 or (prescribe and (draws > 1 or gate_warmup)):
+    raise SystemExit(f"train.py: --draws={draws} must be >= 1 and --gate_warmup={gate_warmup} >= 0, both levers of a "
+                     f"learned gater (not with --prescribe={prescribe})")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     raise SystemExit(f"train.py: --dtype={dtype}: use float32, bfloat16 or float16")
 check_device(device, 'train.py') # one line for a device this machine does not have
@@ -437,6 +445,11 @@ while True:
     for micro_step in range(accum):
         X, M, prescribed, micro = nxt or fetch(iter_num, micro_step) # fetched during the last backward, if any
         torch.manual_seed(sample_seed(iter_num, micro) * share + ddp_rank % share) # the gates' draw
+        if draws > 1: # each row `draws` times in a row: (B*draws, T)
+            X, M = X.repeat_interleave(draws, 0), M.repeat_interleave(draws, 0)
+        warm = iter_num < gate_warmup # the network learns on random boundaries; the gater waits
+        if warm:
+            prescribed = (torch.rand(X.shape, device=device) < rate).float()
         sync = nullcontext() if not ddp or micro_step == accum - 1 else model.no_sync() # all-reduce on the last
         with sync:
             with ctx:
@@ -449,6 +462,9 @@ while True:
             # r_t: how much the full model beats the early exit on byte t+1 (or just -CE)
             reward = (nll_early - nll).detach() if early_exit_reward else -nll.detach() # (B, T-1)
             baseline = position_mean(reward, m, micro) if batch_baseline else 0.0 # (T-1,) over the micro-batch
+            if draws > 1: # the row's other draws at the same position, which read the same bytes
+                rr = reward.unflatten(0, (-1, draws)) # (B, draws, T-1)
+                baseline = ((rr.sum(1, keepdim=True) - rr) / (draws - 1)).flatten(0, 1) # (B*draws, T-1)
             advantage = (reward - baseline) * m # (B, T-1) A_t, 0 at padding
             returns = F.pad(discounted_returns(advantage, gamma), (0, 1)) # (B, T) gate t: the predictions >= t
             gate_logits, gate_probs = out['gate_logits'].float(), out['gate_probs'].float() # (B, T)
@@ -461,8 +477,8 @@ while True:
                 r_loss = hnet_ratio_loss(out['gates'].float(), gate_probs, rate, Mf)
             else: # Nawrot's prior -log Binomial(gates; bytes, rate) / bytes per row, on the straight-through gates
                 r_loss = binomial_prior(out['gates'].float() + gate_probs - gate_probs.detach(), rate, Mf)
-            loss = ((1 - early_weight) * lm_loss + early_weight * early_loss + pg_weight * pg_loss
-                    + rate_weight * r_loss)
+            pg_w, rate_w = (0.0, 0.0) if warm else (pg_weight, rate_weight)
+            loss = (1 - early_weight) * lm_loss + early_weight * early_loss + pg_w * pg_loss + rate_w * r_loss
             # --- end of the REINFORCE step ---
             if nan_at_iter <= iter_num < nan_at_iter + nan_iters and ddp_rank == ddp_world_size - 1:
                 loss = loss * math.nan # fault injection (tests): a loss spike gone non-finite on one rank

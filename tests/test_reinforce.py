@@ -44,7 +44,7 @@ DEFAULTS = {n.targets[0].id: n.value.value for n in TREE.body if isinstance(n, a
 def step(out, X, M, src=None, **config):
     """ train.py's step on one micro-batch of one process (share = 1), train.py's defaults unless overridden:
         its namespace after the step (reward, advantage, returns, logp, pg_loss, r_loss, loss, ...) """
-    ns = dict(DEFAULTS, share=1, micro=0, device='cpu', out=out, X=X, M=M, **config)
+    ns = dict(DEFAULTS, share=1, micro=0, device='cpu', out=out, X=X, M=M, **{'warm': False, **config})
     exec(IMPORTS, ns)
     exec(compile(src or STEP, 'train.py', 'exec'), ns)
     return ns
@@ -232,6 +232,38 @@ def test_batch_baseline_scales_the_expected_gradient_by_b_minus_1_over_b():
     assert DEFAULTS['batch_baseline']
     est = grad((pi.detach() * pg_sums(out, X, M, B, gamma=1.0, early_exit_reward=False)).sum(), params)
     assert_grad_close(est, (B - 1) / B * exact)
+
+
+def test_draws_leave_one_out_baseline_is_unbiased():
+    """ --draws=2 (a lever beyond the paper): each draw of a row is centred by the reward of the row's other draw,
+        which does not depend on its own gates, so each draw's expected gradient is exactly the true one: no (B-1)/B
+        shrink as with the batch mean, which includes the draw's own reward """
+    model = tiny_model(seed=3)
+    seqs1 = all_gates(len(ROW))
+    combos = list(itertools.product(range(len(seqs1)), repeat=2)) # every joint draw of the row's two draws, 1024
+    X = torch.tensor([ROW for _ in combos for _ in range(2)])
+    seqs = torch.stack([seqs1[i] for c in combos for i in c])
+    out = model(X, gates=seqs)
+    M = torch.ones_like(X, dtype=torch.bool)
+    logp = -F.binary_cross_entropy_with_logits(out['gate_logits'].double(), seqs.double(), reduction='none')
+    pi = logp.sum(1).view(len(combos), 2).sum(1).exp()
+    params = list(model.gater.parameters())
+    exact = grad((pi * next_byte_nll(out['logits'], X).sum(1).view(len(combos), 2).sum(1).detach()).sum(), params)
+    cfg = dict(gamma=1.0, early_exit_reward=False)
+    est = grad((pi.detach() * pg_sums(out, X, M, 2, draws=2, **cfg)).sum(), params)
+    assert_grad_close(est, exact)
+    batch = grad((pi.detach() * pg_sums(out, X, M, 2, **cfg)).sum(), params) # draws=1: the batch mean of 2 rows
+    assert_grad_close(batch, exact / 2)
+
+
+def test_gate_warmup_leaves_only_the_byte_losses():
+    """ --gate_warmup: while warm, the loss is the byte losses alone; the gater's own losses are off """
+    X = torch.randint(0, 256, (3, 10))
+    M = torch.ones_like(X, dtype=torch.bool)
+    warm, cold = (step(fake_out(3, 10), X, M, warm=w) for w in (True, False))
+    byte = (1 - DEFAULTS['early_weight']) * warm['lm_loss'] + DEFAULTS['early_weight'] * warm['early_loss']
+    assert torch.equal(warm['loss'], byte) and warm['pg_loss'] != 0
+    assert not torch.equal(cold['loss'], byte)
 
 # -----------------------------------------------------------------------------
 # 4. rate control
