@@ -608,11 +608,15 @@ def ladder_train():
                     val = ladder_finish(run, wall)['val']
                     print(f"{run['name']} done in {wall} s: val " + ', '.join(f"{k} {val[k]:.4f}" for k in KEYS),
                           flush=True)
-    finally: # interrupted: the trainings stop with it (train.py saves a checkpoint on SIGTERM)
+    finally: # interrupted: the trainings stop with it (train.py saves a checkpoint on SIGTERM), their time kept
         for p in running:
             p.terminate()
-        for p in running:
+        for p, (run, t0, log) in running.items():
             p.wait()
+            info = os.path.join(run['out_dir'], 'run.json')
+            wall = json.load(open(info)).get('wall_before', 0) + round(time.time() - t0)
+            with open(info, 'w') as f:
+                json.dump(dict(args=run['args'], returncode=p.returncode, wall_before=wall), f)
     return failed, waiting
 
 def on_edges(val):
