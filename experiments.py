@@ -565,7 +565,7 @@ def ladder_finish(run, wall):
 def ladder_train():
     """ train the ladder's runs `jobs` at a time, one thread each, planning again as each ends (a calibration run's
         result names the next one); a run with a checkpoint of the same arguments resumes from it """
-    running, failed = {}, set()
+    running, failed, stopped = {}, set(), set()
     def launch(run):
         info = os.path.join(run['out_dir'], 'run.json')
         old = json.load(open(info)) if os.path.exists(info) else {}
@@ -584,7 +584,7 @@ def ladder_train():
         while True:
             plan, waiting = ladder_plan()
             busy = {r['name'] for r, _, _ in running.values()}
-            todo = [r for r in plan if r['name'] not in busy | failed and ladder_state(r) == 'todo']
+            todo = [r for r in plan if r['name'] not in busy | failed | stopped and ladder_state(r) == 'todo']
             while todo and len(running) < jobs:
                 launch(todo.pop(0))
             if not running:
@@ -602,7 +602,7 @@ def ladder_train():
                     tail = open(os.path.join(run['out_dir'], 'train.txt')).read().strip().splitlines()[-1:] or ['']
                     print(f"experiments.py: {run['name']} failed (exit {p.returncode}): {tail[0]}", flush=True)
                 elif read_log(run['out_dir'])[-1:] and read_log(run['out_dir'])[-1]['iter'] != max_iters_of(run['cmd']):
-                    failed.add(run['name']) # stopped from outside (SIGTERM saves and exits 0): resumed next time
+                    stopped.add(run['name']) # stopped from outside (SIGTERM saves and exits 0): resumed next time
                     print(f"experiments.py: {run['name']} stopped before its last step; it resumes when rerun")
                 else:
                     val = ladder_finish(run, wall)['val']
@@ -617,7 +617,7 @@ def ladder_train():
             wall = json.load(open(info)).get('wall_before', 0) + round(time.time() - t0)
             with open(info, 'w') as f:
                 json.dump(dict(args=run['args'], returncode=p.returncode, wall_before=wall), f)
-    return failed, waiting
+    return failed, stopped
 
 def on_edges(val):
     """ a seed 'on word edges': recall (word_boundary) and precision both above 0.4 (chance: 0.35 and 0.38) """
@@ -811,11 +811,12 @@ elif table == 'ladder':
     if unknown:
         raise SystemExit(f"experiments.py: --ladder_methods: {', '.join(unknown)} is not a method of the ladder "
                          f"({', '.join([*METHODS, *LEVERS36])})")
-    failed, waiting = ([], []) if tabulate_only else ladder_train()
+    failed, stopped = (set(), set()) if tabulate_only else ladder_train()
     ladder_tabulate()
-    if failed:
-        raise SystemExit(f"experiments.py: {len(failed)} runs failed: " + ', '.join(
-            f"{n} (see {os.path.join(out_root, 'ladder', n)}/train.txt)" for n in sorted(failed)))
+    if failed or stopped:
+        raise SystemExit(f"experiments.py: {len(failed)} runs failed, {len(stopped)} stopped before their last step (rerun"
+                         " the same command: they resume): " + ', '.join(
+            f"{n} (see {os.path.join(out_root, 'ladder', n)}/train.txt)" for n in sorted(failed | stopped)))
 elif table:
     pydocs = os.path.join(data_dir, 'pydocs')
     if table == 'english' and not os.path.exists(os.path.join(pydocs, 'val_offsets.npy')): # offline, ~30 s
