@@ -10,11 +10,12 @@ import codecs
 import math
 import os
 import sys
+from collections import Counter
 from contextlib import nullcontext
 
 import torch
 
-from model import boundary_counts, boundary_metrics, decode, next_byte_nll
+from model import ByteUNet, UNetConfig, boundary_counts, boundary_metrics, decode, next_byte_nll
 from common import bpe_ends, bpe_gates, check_device, load_checkpoint, set_threads
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
@@ -46,15 +47,29 @@ def precision_recall(pred, ref):
     return hit / len(pred) if pred else math.nan, hit / len(ref) if ref else math.nan
 
 
+def chunks_of(data, ends):
+    """ bytes and the positions of the bytes that end a chunk -> the chunks, the last one running to the end:
+        b'ab cd', {1, 2} -> [b'ab', b' ', b'cd'] """
+    cuts = [0] + sorted(e + 1 for e in ends if e < len(data) - 1) + [len(data)]
+    return [data[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def show_chunk(c):
+    """ a chunk as one visible cell: '␣' for a space, '↵' for a newline, '⇥' for a tab """
+    return c.decode('utf-8', errors='replace').replace(' ', '␣').replace('\n', '↵').replace('\t', '⇥')
+
+
 @torch.no_grad()
 def analyze_bytes(model, data, batch_size, seed, ctx, enc=None):
     """ the model on rows [BOS] + consecutive block_size-1 byte windows of data (the last one right-padded and
         masked), as train.py's eval -> loss (nats/byte), bpb, bytes/chunk and model.py's boundary_metrics (rate,
-        ws_boundary, word_boundary, boundary_precision) over real positions; with a tiktoken encoding, on
-        BPE-prescribed gates (a model trained with prescribe='bpe') """
+        ws_boundary, word_boundary, boundary_precision) over real positions, and `chunks`: how often each chunk was
+        cut (a Counter of bytes; each row cut apart, BOS left out); with a tiktoken encoding, on BPE-prescribed gates
+        (a model trained with prescribe='bpe') """
     T, dev = model.config.block_size, model.lm_head.weight.device
     rows = [data[i:i + T - 1] for i in range(0, len(data), T - 1)]
     s, counts = torch.zeros(2, dtype=torch.float64), torch.zeros(6, dtype=torch.long) # nll, targets; boundary_counts
+    chunks = Counter()
     for k in range(0, len(rows), batch_size):
         batch = rows[k:k + batch_size]
         X = torch.tensor([[_BOS, *r] + [0] * (T - 1 - len(r)) for r in batch], device=dev) # (B, T), 0 pads
@@ -66,8 +81,24 @@ def analyze_bytes(model, data, batch_size, seed, ctx, enc=None):
         nll = next_byte_nll(out['logits'], X) # (B, T-1)
         s += torch.stack([nll[M[:, 1:]].sum(), M[:, 1:].sum()]).cpu()
         counts += boundary_counts(X, out['gates'], M).cpu()
+        for r, g in zip(batch, out['gates'][:, 1:].cpu().tolist()): # row position t + 1 holds data byte t
+            chunks.update(chunks_of(r, {t for t in range(len(r)) if g[t]}))
     loss, b = (s[0] / s[1]).item(), boundary_metrics(counts)
-    return dict(loss=loss, bpb=loss / math.log(2), bytes_per_chunk=1 / b['rate'], **b)
+    return dict(loss=loss, bpb=loss / math.log(2), bytes_per_chunk=1 / b['rate'], **b, chunks=chunks)
+
+
+def vocabulary(columns, n):
+    """ {name: Counter of chunks} -> the n most frequent chunks of each, side by side: rank, then per column the
+        chunk, its count and its share of all that column's chunks """
+    top = {k: c.most_common(n) for k, c in columns.items()}
+    total = {k: sum(c.values()) for k, c in columns.items()}
+    lines = ['| rank | ' + ' | '.join(f'{k} | count | share' for k in columns) + ' |',
+             '|---|' + '---|---|---|' * len(columns)]
+    for i in range(n):
+        cells = [f"`{show_chunk(t[i][0])}` | {t[i][1]:,} | {t[i][1] / total[k]:.1%}" if i < len(t) else ' | | '
+                 for k, t in top.items()]
+        lines.append(f'| {i + 1} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
 
 
 def load_encoding(name):
@@ -111,7 +142,10 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
     show_boundaries = False # print the learned chunks: '|' after each (alternating colours on a terminal)
     compare = '' # a tiktoken encoding (gpt2, cl100k_base, ...): its tokens under the chunks, precision and recall
-    analyze = '' # a file: no sampling, print bpb, rate, bytes/chunk and the word-boundary metrics of the model on it
+    analyze = '' # a file, or 'val' (the checkpoint's val split): no sampling, print bpb, rate, bytes/chunk and the
+    # word-boundary metrics of the model on it, and its vocabulary: the most frequent chunks, beside word ends at the
+    # same rate and the --compare BPE's tokens
+    vocab = 20 # --analyze: the number of most frequent chunks shown (0: none)
     batch_size = 8 # --analyze: rows per forward
     threads = 0 # CPU threads; 0: the cores other processes leave idle (common.set_threads, as train.py)
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
@@ -139,12 +173,27 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     if bpe_model and enc is None:
         raise SystemExit(f"sample.py: --analyze of a BPE-guided model needs the encoding '{compare}'")
     if analyze:
+        cfg = checkpoint['config']
+        if analyze == 'val': # the split train.py evaluates on
+            analyze = os.path.join(cfg.get('data_dir', 'data'), cfg.get('dataset', 'pycode'), 'val.bin')
         if not (data := read_bytes(analyze)):
             raise SystemExit(f"sample.py: --analyze file {analyze} is empty")
         r = analyze_bytes(model, data, batch_size, seed, ctx, enc if bpe_model else None)
         keys = ('loss', 'bpb', 'rate', 'bytes_per_chunk', 'ws_boundary', 'word_boundary', 'boundary_precision')
         print(f"{analyze}: {len(data)} bytes, {math.ceil(len(data) / (block_size - 1))} rows of {block_size}: "
               + ', '.join(f"{k.replace('_per_', '/')} {r[k]:.4f}" for k in keys))
+        if vocab: # the chunks side by side: word ends topped up to the model's rate (its own share measured first)
+            rule = lambda w, rate: ByteUNet(UNetConfig(block_size=block_size, n_embd=8, n_head=1, gater='word_ends',
+                                                       word_rate=w, rate=rate)).eval()
+            own = analyze_bytes(rule(0.0, 0.5), data, 64, seed, nullcontext())['rate']
+            ends = analyze_bytes(rule(own, r['rate']), data, 64, seed, nullcontext())
+            cols = {f"learned ({r['rate']:.3f})": r['chunks'], f"word ends ({ends['rate']:.3f})": ends['chunks']}
+            if enc and not bpe_model: # its tokens, each row cut as the model's rows
+                toks = Counter(t for i in range(0, len(data), block_size - 1) for t in
+                               chunks_of(data[i:i + block_size - 1], bpe_ends(enc, data[i:i + block_size - 1])))
+                cols[f"{os.path.basename(compare)} ({sum(toks.values()) / len(data):.3f})"] = toks
+            print(f"\nthe {vocab} most frequent chunks (rate in brackets; share: of all the column's chunks)\n"
+                  + vocabulary(cols, vocab))
         sys.exit(0)
 
     prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8')

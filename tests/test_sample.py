@@ -226,6 +226,45 @@ def test_analyze_matches_a_direct_computation(ckpts, tmp_path):
     assert got['boundary_precision'] == pytest.approx(edge_gates / gate_sum, abs=1e-4)
 
 
+def test_analyze_shows_the_vocabulary_beside_word_ends_and_bpe(ckpts, plugin, tmp_path):
+    """ --vocab: the most frequent chunks the gater cuts, counted here from the same seeded forwards, beside word
+        ends at the same rate and the --compare BPE's tokens of the same rows; --analyze=val reads the val split """
+    from collections import Counter
+    from sample import chunks_of, show_chunk
+    data = TEXT[:300]
+    (tmp_path / 'data' / 'test').mkdir(parents=True)
+    (tmp_path / 'data' / 'test' / 'val.bin').write_bytes(data)
+    ckpt = torch.load(ckpts['whitespace'] / 'ckpt.pt', weights_only=True)
+    ckpt['config']['data_dir'] = str(tmp_path / 'data')
+    (tmp_path / 'ws').mkdir()
+    torch.save(ckpt, tmp_path / 'ws' / 'ckpt.pt')
+    rc, out, err = run(f'--out_dir={tmp_path / "ws"}', '--analyze=val', '--vocab=4', '--compare=tiny', '--batch_size=2',
+                       plugin=plugin)
+    assert rc == 0, err
+    assert out.startswith(f"{tmp_path / 'data' / 'test' / 'val.bin'}: 300 bytes, 5 rows of 64")
+    model, rows = load(ckpts['whitespace']), [data[i:i + 63] for i in range(0, len(data), 63)]
+    learned = Counter()
+    with torch.no_grad():
+        for k in range(0, len(rows), 2): # the same rows and seeds as --analyze's forwards
+            X = torch.tensor([[BOS] + list(r) + [0] * (63 - len(r)) for r in rows[k:k + 2]])
+            torch.manual_seed(SEED + k // 2)
+            gates = model(X)['gates'][:, 1:].tolist()
+            for r, g in zip(rows[k:k + 2], gates):
+                learned.update(chunks_of(r, {t for t in range(len(r)) if g[t]}))
+    bpe = Counter(c for r in rows for c in chunks_of(r, bpe_ends(tiny_encoding(), r)))
+    assert sum(learned.values()) > len(rows) and b''.join(chunks_of(data, {3, 7})) == data
+    table = [line[:-2].split(' | ') for line in out.splitlines() if re.match(r'\| \d+ \|', line)]
+    assert [int(c[0][2:]) for c in table] == [1, 2, 3, 4]
+    for cells, counts, col in ((table, learned, 1), (table, bpe, 7)):
+        top = counts.most_common(4)
+        for i, c in enumerate(cells):
+            assert c[col:col + 3] == [f'`{show_chunk(top[i][0])}`', f'{top[i][1]:,}',
+                                      f'{top[i][1] / sum(counts.values()):.1%}']
+    head = re.search(r'learned \(([0-9.]+)\) \| count \| share \| word ends \(([0-9.]+)\)', out)
+    assert head and abs(float(head[1]) - float(head[2])) < 0.1 # word ends topped up to the learned rate
+    assert f"tiny ({sum(bpe.values()) / len(data):.3f})" in out
+
+
 def test_a_bpe_guided_model_is_analyzed_on_bpe_gates_and_does_not_generate(ckpts, plugin, tmp_path):
     data = TEXT[:150]  # 3 rows: 63, 63 and 24 bytes
     (tmp_path / 'a.txt').write_bytes(data)
