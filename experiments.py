@@ -45,7 +45,7 @@ bpe_rate = 0.2 # controls: the BPE's rate target, met by choosing its number of 
 bpe_max_merges = 50000 # controls: the BPE trainer stops here at the latest (GPT-2's count); on pycode the rate
 # stays above ~0.24 at any count: BPE_PAT cuts code into ~0.23 pre-tokens per byte, and no merge crosses them
 figure = False # True: draw assets/segmentation.png
-figure_run = '' # the learned checkpoint of the figure (default: out_root/levers/learned_s1)
+figure_run = '' # the learned checkpoints of the figure, comma-separated (default: out_root/levers/learned_s1)
 paper_size = '' # paper_run: a paper size ('18m', ...): config/train_<size>_{random,sequential}.py on data_dir/sitepy
 paper_path = '' # paper_run: the folder of .py files sitepy is made from (default: this Python's site-packages)
 paper_flags = '' # paper_run: more train.py flags for both runs, e.g. '--max_iters=2000' to fit a time budget
@@ -698,15 +698,15 @@ def ladder_tabulate():
 # the figure: one text, cut by a learned gater, by the BPE of the controls and by whitespace
 
 @torch.no_grad()
-def segment(name, text):
-    """ a text -> the chunks one boundary method cuts it into (row [BOS] + text; a gate at a byte ends its chunk) """
+def segment(name, text, run=None):
+    """ a text -> the chunks one boundary method cuts it into (row [BOS] + text; a gate at a byte ends its chunk);
+        'learned': the gater of the checkpoint in `run` """
     data = text.encode()
     X = torch.tensor([[BOS] + list(data)])
     if name == 'bpe':
         from common import load_bpe
         gates = bpe_gates(load_bpe(prescribed()['bpe']['path']), data, X.size(1))
     else: # the checkpoint's own gater in eval mode, or the word_ends rule alone
-        run = figure_run or os.path.join(out_root, 'levers', 'learned_s1')
         model = load_checkpoint(run, 'cpu', 'experiments.py')[0] if name == 'learned' else \
             ByteUNet(UNetConfig(block_size=X.size(1), gater='word_ends', word_rate=0.0)).eval()
         torch.manual_seed(1) # (the sequential gater samples in eval mode too)
@@ -732,11 +732,13 @@ def figure_texts():
 
 def draw_figure():
     texts = figure_texts()
-    methods = {'learned': f"learned ({rel(figure_run or os.path.join(out_root, 'levers', 'learned_s1'))})",
-               'bpe': f"BPE ({os.path.basename(prescribed()['bpe']['path'])})", 'whitespace': 'whitespace (word_ends)'}
+    learned = (figure_run or os.path.join(out_root, 'levers', 'learned_s1')).split(',')
+    methods = [('learned', f"learned ({rel(r)})", r) for r in learned] + \
+        [('bpe', f"BPE ({os.path.basename(prescribed()['bpe']['path'])})", None),
+         ('whitespace', 'whitespace (word_ends)', None)]
     rows = []
-    for m, title in methods.items():
-        chunks = [segment(m if m != 'whitespace' else 'word_ends', t) for t in texts]
+    for m, title, run in methods:
+        chunks = [segment(m if m != 'whitespace' else 'word_ends', t, run) for t in texts]
         n = sum(len(t.encode()) for t in texts)
         rows.append(dict(method=m, title=title, chunks=chunks, bytes_per_chunk=n / sum(map(len, chunks))))
     import matplotlib
