@@ -395,7 +395,7 @@ class UniformGater(nn.Module):
 
 
 class BernoulliGater(nn.Module):
-    """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies (no config; DESIGN.md lists it) """
+    """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies (config/method_bernoulli.py) """
 
     def __init__(self, config):
         super().__init__()
@@ -412,7 +412,7 @@ class BernoulliGater(nn.Module):
 
 
 class EquidistantGater(nn.Module):
-    """ a boundary every round(1/rate) bytes: 1 0 0 0 0 1 0 0 0 0 1 ... (no config; DESIGN.md lists it) """
+    """ a boundary every round(1/rate) bytes: 1 0 0 0 0 1 0 0 0 0 1 ... (config/method_equidistant.py) """
 
     def __init__(self, config):
         super().__init__()
@@ -594,7 +594,7 @@ class SelectDownsampler(nn.Module):
 
 
 class MeanDownsampler(nn.Module):
-    """ a chunk is the mean of its bytes: z_k = mean x over (e_{k-1}, e_k] (no config; DESIGN.md lists it) """
+    """ a chunk is the mean of its bytes: z_k = mean x over (e_{k-1}, e_k] (config/method_mean.py) """
 
     def forward(self, x, gates, ends):
         B, T, C = x.shape
