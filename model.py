@@ -927,7 +927,7 @@ def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None)
     return seq[:, T0:], gates.long()
 
 
-ByteUNet.generate = generate # a method, as DESIGN.md's model.generate(...); defined here, beside its parts
+ByteUNet.generate = generate # a method, as dev/DESIGN.md's model.generate(...); defined here, beside its parts
 
 
 # -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ A paper run on one node of 8 GPUs:
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_73m_random.py
 Two nodes (run on both, the first one's address in --master_addr):
 $ torchrun --nproc_per_node=8 --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 train.py CONFIG
-Any key below can be overridden: python train.py config/x.py --batch_size=4 --compile=False
+Any key below can be overridden: python train.py config/method_random.py --batch_size=4 --compile=False
 
 The gater's training signal, inline in the loop below, departs from textbook REINFORCE in the paper's ways:
 1. the reward of byte t is how much the full model beats the early-exit head on it, r_t = CE_early_t - CE_t;

@@ -1,13 +1,66 @@
 """
-The text against the code: the README's method table names every variant of model.py with the config/method_*.py
-that runs it, as that config sets it. Run: python -m pytest -q tests/test_docs.py   (a second)
+The text against the code: every file the README, dev/ and the code's comments and docstrings cite is in the
+repository (a clone has nothing beside it), and the README's method table names every variant of model.py with the
+config/method_*.py that runs it, as that config sets it. Run: python -m pytest -q tests/test_docs.py   (a second)
 """
+import ast
 import glob
+import io
 import os
 import re
+import tokenize
 
 from conftest import ROOT
 from model import DOWNSAMPLERS, GATERS, UPSAMPLERS
+
+FOLDERS = ('dev', 'config', 'assets', 'tests', '.ci') # a path that starts with one of these names a repository file
+PATH = re.compile(r"(?<![\w/.-])((?:%s)/(?:[\w.*/<>-]|\{[^}\s]*\})*)" % '|'.join(map(re.escape, FOLDERS)))
+BARE_MD = re.compile(r"(?<![\w/.-])([\w-]+\.md)\b") # a page named without its folder
+
+
+def prose(path):
+    """ the text of a file that cites: a markdown page whole, a Python file's comments and docstrings """
+    src = open(path, encoding='utf-8').read()
+    if path.endswith('.md'):
+        return src
+    comments = [t.string for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type == tokenize.COMMENT]
+    nodes = [n for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))]
+    return '\n'.join(comments + [d for d in map(ast.get_docstring, nodes) if d])
+
+
+def citing_files():
+    names = ['README.md', *glob.glob('dev/*.md', root_dir=ROOT), *glob.glob('*.py', root_dir=ROOT),
+             *glob.glob('config/*.py', root_dir=ROOT), *glob.glob('tests/*.py', root_dir=ROOT)]
+    return sorted(names)
+
+
+def citations(text):
+    """ the repository paths a text names; templates (config/train_{size}_{method}.py, assets/<table>.json) are not
+        files, and a glob must match at least one:
+        'see dev/LOG.md, and config/method_*.py' -> ['dev/LOG.md', 'config/method_*.py'] """
+    found = [m.group(1).rstrip('.') for m in PATH.finditer(text)]
+    return [p for p in found if not any(c in p for c in '{<') and '...' not in p]
+
+
+def test_citations_finds_paths_and_leaves_templates():
+    text = ("see dev/LOG.md, (tests/test_model.py) and config/method_*.py. [x](assets/a.png); "
+            "config/train_{18m,...,346m}_{method}.py assets/<table>.json my_config/x.py")
+    assert citations(text) == ['dev/LOG.md', 'tests/test_model.py', 'config/method_*.py', 'assets/a.png']
+
+
+def test_every_cited_file_is_in_the_repository():
+    missing = []
+    for name in citing_files():
+        text = prose(os.path.join(ROOT, name))
+        for p in citations(text):
+            if not glob.glob(p, root_dir=ROOT):
+                missing.append(f"{name}: {p}")
+        for md in BARE_MD.findall(text): # README.md is the one page at the top: the others are named with dev/
+            if md != 'README.md':
+                missing.append(f"{name}: {md} (not at the top of the repository: name its folder)")
+    assert not missing, 'cited but not in the repository:\n' + '\n'.join(missing)
+    assert len(citing_files()) > 20 and 'dev/DESIGN.md' in citing_files()
+
 
 # -----------------------------------------------------------------------------
 # the README's method table against config/method_*.py and model.py's dicts
