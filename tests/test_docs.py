@@ -1,7 +1,8 @@
 """
 The text against the code: every file the README, dev/ and the code's comments and docstrings cite is in the
-repository (a clone has nothing beside it), and the README's method table names every variant of model.py with the
-config/method_*.py that runs it, as that config sets it. Run: python -m pytest -q tests/test_docs.py   (a second)
+repository (a clone has nothing beside it); the README's method table names every variant of model.py with the
+config/method_*.py that runs it, as that config sets it.
+Run: python -m pytest -q tests/test_docs.py   (a few seconds)
 """
 import ast
 import glob
@@ -106,3 +107,4 @@ def test_method_table_matches_the_configs_and_names_every_variant():
     assert sorted(listed) == on_disk # every method config in the table, once
     for key, family in (('gater', GATERS), ('downsampler', DOWNSAMPLERS), ('upsampler', UPSAMPLERS)):
         assert set(family) <= seen[key], f"{key}s no config/method_*.py runs: {set(family) - seen[key]}"
+
