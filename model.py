@@ -43,7 +43,7 @@ WHITESPACE = (9, 10, 11, 12, 13, 32)  # \t \n \v \f \r and ' ': the whitespace g
 
 
 @dataclass
-class UNetConfig:
+class UNetConfig: # defaults: the paper's method values on a small model for tests; train.py sets every field
     block_size: int = 1024      # bytes per row, BOS included
     vocab_size: int = 320       # 256 bytes + BOS, padded to a multiple of 64
     n_embd: int = 64            # width D of every level

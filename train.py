@@ -40,8 +40,8 @@ from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, bounda
 from common import bpe_gates, check_device, gpu_peak_flops, load_bpe, open_corpus, set_threads
 
 # -----------------------------------------------------------------------------
-# default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
-# minutes and learns its boundaries (README, 'quick start'); the paper's values are in config/
+# default config values: the quick start, a small model on pycode that learns on a CPU in minutes (README, 'quick
+# start'). NOT the paper's values: those are config/size_*.py + config/method_*.py (UNetConfig's defaults: tests)
 # I/O
 out_dir = 'out'
 eval_interval = 200

@@ -1,7 +1,7 @@
 """
 The text against the code: every file the README, dev/ and the code's comments and docstrings cite is in the
 repository (a clone has nothing beside it); the README's method table names every variant of model.py with the
-config/method_*.py that runs it, as that config sets it.
+config/method_*.py that runs it, as that config sets it; its first read names what the code defines.
 Run: python -m pytest -q tests/test_docs.py   (a few seconds)
 """
 import ast
@@ -108,3 +108,20 @@ def test_method_table_matches_the_configs_and_names_every_variant():
     for key, family in (('gater', GATERS), ('downsampler', DOWNSAMPLERS), ('upsampler', UPSAMPLERS)):
         assert set(family) <= seen[key], f"{key}s no config/method_*.py runs: {set(family) - seen[key]}"
 
+
+def test_the_first_read_names_what_the_code_defines():
+    """ the README's reading path names functions, classes and methods that model.py and train.py define, so a rename
+        cannot leave the reader looking for something that is gone """
+    readme = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    para = readme[readme.index('**A first read**'):]
+    para = para[:para.index('\n\n')]
+    defined = set()
+    for script in ('model.py', 'train.py'):
+        for node in ast.walk(ast.parse(open(os.path.join(ROOT, script)).read())):
+            if isinstance(node, ast.ClassDef):
+                defined |= {node.name} | {f"{node.name}.{m.name}" for m in node.body if isinstance(m, ast.FunctionDef)}
+            if isinstance(node, ast.FunctionDef):
+                defined.add(node.name)
+    names = re.findall(r"`([\w.]+)`", para)
+    assert {'SequentialGater', 'chunk_ids', 'ByteUNet.__init__', 'position_mean', 'KVCache'} <= set(names)
+    assert set(names) <= defined, f"the README's first read names what the code does not define: {set(names) - defined}"
