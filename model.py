@@ -11,8 +11,8 @@ about five bytes, over the whole row. A mid layer's MLP is 4x wider, so per byte
 layer (0.47-0.49 by flops_per_byte, block_size 4096, rate 0.2), and the mid layers take 26% (40m, 90m), 41% (18m, 32m,
 73m, 147m), 58% (130m) and 70% (346m) of a preset's training FLOPs.
 The gater is trained by REINFORCE in train.py (the paper's method, `sequential`); the straight-through baselines
-(`hnet`, `nawrot`) and fixed boundaries (`uniform`, `equidistant`, `whitespace`, the word controls, BPE through
-`gates=`) share the same model, so a comparison is one flag away.
+(`hnet`, `nawrot`) and fixed boundaries (`uniform`, `bernoulli`, `equidistant`, `whitespace`, the word controls,
+BPE through `gates=`) share the same model, so a comparison is one flag away.
 
 Departures from the paper's code, each on purpose:
 - exact integer RoPE positions (the reference rounds them to bf16), fp32 master weights with bf16 autocast;
