@@ -1,4 +1,4 @@
-# Poor Man's Configurator, after nanoGPT's: python train.py config/override_file.py --batch_size=32
+# Poor Man's Configurator, after nanoGPT's: python train.py config/train_tiny_pycode.py --batch_size=32
 # Not a module: a script defines its defaults as globals, then runs exec(open('configurator.py').read()), and this
 # overrides them in place, walking sys.argv[1:] left to right, the last one winning:
 # - an argument without a leading '--' is a config file, plain Python exec'd into the same globals; its path is tried

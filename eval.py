@@ -8,7 +8,7 @@ $ python eval.py --out_dir=out --tasks=ai2_arc                                 #
 fineweb: the first `limit` documents of the split, each row BOS + the document's first block_size-1 bytes; bpb is the
 mean of per-document bpb (the paper's headline), corpus_bpb the byte-weighted one. The other tasks: zero-shot through
 the harness with the ByteLM adapter below; bpb there is the bits of the gold choice's continuation over its bytes.
-Stochastic gaters draw one gate sample per row, seeded torch.manual_seed(seed + k) for batch k.
+Stochastic gaters draw one gate sample per row (eval mode: the sequential gater uncapped), batch k seeded seed + k.
 fineweb needs only torch and numpy; lm_eval (and datasets) are imported only for the other tasks. When the hub cannot
 be reached, they run offline (HF_HUB_OFFLINE=1): cached and local data only, and one line for the rest.
 """

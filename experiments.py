@@ -148,65 +148,27 @@ def bpe_rate_of(enc, X, M):
     G = torch.stack([bpe_gates(enc, bytes(x[1:n].tolist()), X.size(1)) for x, n in zip(X, M.sum(1).tolist())])
     return boundary_metrics(boundary_counts(X, G, M))['rate']
 
-def train_bpe(text, max_merges, stop_rate=0.0):
-    """ a byte-level BPE as GPT-2's: text (bytes) pre-tokenised by BPE_PAT, the words counted, then the most frequent
-        pair of adjacent tokens merged again and again (ties: the smaller ids), the pair counts updated only in the
-        words a merge changed -> the new tokens in rank order (ranks 256, 257, ...). Stops after max_merges, or once
-        the text's tokens per byte are <= stop_rate """
-    import heapq
-    import regex
-    from collections import Counter, defaultdict
+def train_bpe(docs, max_merges):
+    """ a byte-level BPE as GPT-2's, trained by Hugging Face tokenizers: the documents (bytes) pre-tokenised by BPE_PAT,
+        then the most frequent pair of adjacent tokens merged, max_merges times (fewer if the pairs run out) -> the new
+        tokens in rank order (ranks 256, 257, ...). Invalid UTF-8 bytes are left out, as bpe_ends makes each a token
+        of its own """
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
     from common import BPE_PAT
-    counts = Counter(m.group() for m in regex.finditer(BPE_PAT, text.decode('utf-8', errors='surrogateescape')))
-    words = [list(w.encode('utf-8', errors='surrogateescape')) for w in counts] # token ids of each distinct word
-    freq = list(counts.values())
-    vocab = [bytes([i]) for i in range(256)]
-    index = {b: i for i, b in enumerate(vocab)}
-    pairs, where = Counter(), defaultdict(set) # pair -> its count in the text, and the words it is in
-    for i, w in enumerate(words):
-        for p in zip(w, w[1:]):
-            pairs[p] += freq[i]
-            where[p].add(i)
-    heap = [(-c, p) for p, c in pairs.items()] # a lazy max-heap: stale entries are skipped when popped
-    heapq.heapify(heap)
-    n_bytes = tokens = sum(f * len(w) for f, w in zip(freq, words))
-    new = []
-    while heap and len(new) < max_merges and tokens > stop_rate * n_bytes:
-        c, p = heapq.heappop(heap)
-        if pairs.get(p, 0) != -c:
-            continue # stale
-        tok = vocab[p[0]] + vocab[p[1]]
-        if tok not in index: # (the same bytes made of another pair earlier: the merge reuses that token)
-            index[tok] = len(vocab)
-            vocab.append(tok)
-            new.append(tok)
-        t, changed = index[tok], set()
-        for i in where.pop(p):
-            w, f = words[i], freq[i]
-            out, j = [], 0
-            while j < len(w): # merge left to right, as tiktoken does inside a word
-                if j + 1 < len(w) and w[j] == p[0] and w[j + 1] == p[1]:
-                    out.append(t)
-                    j += 2
-                else:
-                    out.append(w[j])
-                    j += 1
-            for q in zip(w, w[1:]):
-                pairs[q] -= f
-                where[q].discard(i)
-                changed.add(q)
-            for q in zip(out, out[1:]):
-                pairs[q] += f
-                where[q].add(i)
-                changed.add(q)
-            tokens -= f * (len(w) - len(out))
-            words[i] = out
-        pairs.pop(p, None)
-        where.pop(p, None)
-        for q in changed - {p}:
-            if pairs[q] > 0:
-                heapq.heappush(heap, (-pairs[q], q))
-    return new
+    # by hand: GPT-2's byte <-> character table, in which tokenizers writes byte-level tokens but keeps to itself
+    keep = [*range(33, 127), *range(161, 173), *range(174, 256)] # the bytes that stand for themselves
+    char = {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(sorted({*range(256)} - {*keep}))}}
+    byte = {c: b for b, c in char.items()}
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(BPE_PAT), 'isolated'),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    trainer = trainers.BpeTrainer(vocab_size=256 + max_merges, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    # by hand: a str handed to tokenizers cannot hold an invalid byte (U+DC80..U+DCFF here), so the text is cut there
+    parts = (p for d in docs for p in re.split('[\udc80-\udcff]', d.decode('utf-8', errors='surrogateescape')))
+    tok.train_from_iterator(parts, trainer)
+    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1]) # the 256 bytes, then one token per merge
+    return [bytes(byte[c] for c in t) for t, _ in vocab[256:]]
 
 def prescribed():
     """ the controls' rates, measured once and cached in assets/controls.json: word_rate of word_ends and word_onsets
@@ -222,7 +184,8 @@ def prescribed():
     print(f"word_rate on {len(X)} train rows: word_ends {res['word_ends']:.4f}, word_onsets {res['word_onsets']:.4f}")
     t0 = time.time()
     text = np.fromfile(os.path.join(corpus, 'train.bin'), dtype=np.uint8).tobytes()
-    tokens = train_bpe(text, bpe_max_merges, stop_rate=bpe_rate - 0.02) # a little past the target: rows cut words
+    off = np.load(os.path.join(corpus, 'train_offsets.npy'))
+    tokens = train_bpe((text[i:j] for i, j in zip(off[:-1], off[1:])), bpe_max_merges) # document by document
     lo, hi, rates = 0, len(tokens), {} # the rate falls as merges are added: bisect for the crossing
     def rate_of(m):
         if m not in rates:

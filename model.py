@@ -6,13 +6,13 @@ An autoregressive U-Net over raw bytes that learns where its token boundaries go
                           |             a chunk: 0/1)        per chunk)      over chunks)     its latest chunk)
                           +-> early-exit head (a cheap next-byte guess; the RL reward is how much the rest helps)
 
-The byte layers attend over a sliding window of 64 bytes; the mid layers see one vector per chunk, about one in
-five bytes, over the whole row. A mid layer's MLP is 4x wider, so per byte a mid layer costs about half a byte layer
-(0.47-0.49 by flops_per_byte, block_size 4096, rate 0.2), and the mid layers take 26% (40m, 90m), 41% (18m, 32m,
+The byte layers attend over a sliding window (64 bytes in the paper); the mid layers see one vector per chunk, one in
+about five bytes, over the whole row. A mid layer's MLP is 4x wider, so per byte a mid layer costs about half a byte
+layer (0.47-0.49 by flops_per_byte, block_size 4096, rate 0.2), and the mid layers take 26% (40m, 90m), 41% (18m, 32m,
 73m, 147m), 58% (130m) and 70% (346m) of a preset's training FLOPs.
 The gater is trained by REINFORCE in train.py (the paper's method, `sequential`); the straight-through baselines
-(`hnet`, `nawrot`) and fixed boundaries (`uniform`, `equidistant`, `whitespace`, the word controls, BPE through
-`gates=`) share the same model, so a comparison is one flag away.
+(`hnet`, `nawrot`) and fixed boundaries (`uniform`, `bernoulli`, `equidistant`, `whitespace`, the word controls,
+BPE through `gates=`) share the same model, so a comparison is one flag away.
 
 Departures from the paper's code, each on purpose:
 - exact integer RoPE positions (the reference rounds them to bf16), fp32 master weights with bf16 autocast;
@@ -22,7 +22,6 @@ Departures from the paper's code, each on purpose:
 References: Dauncey & Wattenhofer 2026 (arXiv 2602.13940, the method); Hwang et al. 2025, H-Net (arXiv 2507.07955);
 Nawrot et al. 2023, Dynamic Token Pooling (arXiv 2211.09761); Karpathy, nanoGPT (the shape of this code).
 """
-
 
 import math
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ WHITESPACE = (9, 10, 11, 12, 13, 32)  # \t \n \v \f \r and ' ': the whitespace g
 
 
 @dataclass
-class UNetConfig:
+class UNetConfig: # defaults: the paper's method values on a small model for tests; train.py sets every field
     block_size: int = 1024      # bytes per row, BOS included
     vocab_size: int = 320       # 256 bytes + BOS, padded to a multiple of 64
     n_embd: int = 64            # width D of every level
@@ -204,7 +203,7 @@ class Block(nn.Module):
 
 # -----------------------------------------------------------------------------
 # Chunk index helpers. A gate g_t = 1 means byte t ENDS a chunk; g_0 = 1 always, so BOS is chunk 0 on its own.
-# Chunk k is the bytes (e_{k-1}, e_k], where e_k is the position of the k-th gate.
+# Chunk k is the bytes (e_{k-1}, e_k], where e_k is the position of the k-th gate; g_{T-1} = 1 closes the last.
 
 def chunk_ids(gates):
     """ chunk of each byte, c_t = sum_{j<t} g_j (exclusive cumsum):
@@ -243,7 +242,7 @@ def gather(z, ids):
 # -----------------------------------------------------------------------------
 # Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, each (B, T).
 # x is the down layers' output. With `gates` given they are prescribed (no sampling) and the policy is scored on
-# them. Gates are floats; only `nawrot` lets a gradient through them. The model forces both ends afterwards.
+# them. Gates are floats; only `nawrot` lets a gradient through them. The model then forces slots 0 and T-1 to 1.
 # For generation, gater.step(x, x_prev, byte, byte_prev, t, hist, u) -> gate_probs, gates (B,) decides one row
 # position t >= 1 as forward does there: x, x_prev (B, C) the down states at t and t-1, byte, byte_prev (B,) the ids
 # at t and t-1, hist (B, w-1) the gates at t-w+1..t-1 (0 before the row), u (B,) a uniform draw per row.
@@ -373,7 +372,7 @@ class SequentialGater(nn.Module):
 
 
 class UniformGater(nn.Module):
-    """ the paper's 'Uniform' baseline: exactly round(rate*T) boundaries per row, both ends among them """
+    """ the paper's 'Uniform' baseline: exactly round(rate*T) boundaries per row, slots 0 and T-1 among them """
 
     def __init__(self, config):
         super().__init__()
@@ -395,7 +394,7 @@ class UniformGater(nn.Module):
 
 
 class BernoulliGater(nn.Module):
-    """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies (no config; DESIGN.md lists it) """
+    """ i.i.d. Bernoulli(rate) boundaries: as uniform, but the count per row varies (config/method_bernoulli.py) """
 
     def __init__(self, config):
         super().__init__()
@@ -412,7 +411,7 @@ class BernoulliGater(nn.Module):
 
 
 class EquidistantGater(nn.Module):
-    """ a boundary every round(1/rate) bytes: 1 0 0 0 0 1 0 0 0 0 1 ... (no config; DESIGN.md lists it) """
+    """ a boundary every round(1/rate) bytes: 1 0 0 0 0 1 0 0 0 0 1 ... (config/method_equidistant.py) """
 
     def __init__(self, config):
         super().__init__()
@@ -594,7 +593,7 @@ class SelectDownsampler(nn.Module):
 
 
 class MeanDownsampler(nn.Module):
-    """ a chunk is the mean of its bytes: z_k = mean x over (e_{k-1}, e_k] (no config; DESIGN.md lists it) """
+    """ a chunk is the mean of its bytes: z_k = mean x over (e_{k-1}, e_k] (config/method_mean.py) """
 
     def forward(self, x, gates, ends):
         B, T, C = x.shape
@@ -744,7 +743,7 @@ class ByteUNet(nn.Module):
             x = block(x, cos, sin, kv.get(block))
         early_logits = self.early_head(x)                      # (B, T, vocab), the early exit
         gate_logits, gate_probs, g = self.gater(x, idx, gates)
-        forced = (pos == 0) | (pos == T - 1)                   # the first byte and the last end a chunk, always
+        forced = (pos == 0) | (pos == T - 1)                   # the row's slots 0 and T-1 (padding in a short row)
         g = torch.where(forced, 1.0, g.float())                # still carries nawrot's straight-through gradient
         gate_probs = torch.where(forced, 1.0, gate_probs)      # constants there: no gradient, log pi = 0
         gate_logits = torch.where(forced, CERTAIN, gate_logits)
@@ -829,8 +828,9 @@ def sample_byte(logits, u, temperature=1.0, top_k=None):
 def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None):
     """ sample max_new_tokens bytes after the prompts idx (B, T0) -> new (B, max_new_tokens) and gates (B, T0 +
         max_new_tokens), gates[:, t] the gate of byte t of cat(idx, new), each drawn once, from the distribution the
-        forward uses there (Bernoulli(rate) for uniform, which has none per byte), and kept: the gates the bytes were
-        generated with (0 for prompt bytes the model never read, see 3.).
+        forward uses there in the model's mode (eval, as sample.py runs it: the sequential gater uncapped, unlike in
+        training; Bernoulli(rate) for uniform), and kept: the gates the bytes were generated with (0 for prompt bytes
+        the model never read, see 3.).
         1. Prefill: the row, BOS and the prompt, gets its gates drawn byte by byte (gater.step), then one forward
            with them prescribed and a placeholder byte after it (BOS, id 256). The forward forces a gate on its last
            position: the placeholder takes it, so the last real byte keeps its drawn gate. Nothing reads the
@@ -927,7 +927,7 @@ def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None)
     return seq[:, T0:], gates.long()
 
 
-ByteUNet.generate = generate # a method, as DESIGN.md's model.generate(...); defined here, beside its parts
+ByteUNet.generate = generate # a method, as dev/DESIGN.md's model.generate(...); defined here, beside its parts
 
 
 # -----------------------------------------------------------------------------

@@ -44,6 +44,7 @@ import socket
 import sys
 import sysconfig
 import time
+import types
 import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -60,7 +61,7 @@ NAMES = [*HUB, 'pycode', 'pydocs', 'files']
 SOURCE_EXTS = ('.json', '.jsonl', '.json.gz', '.jsonl.gz', '.parquet')
 # not the standard library, or deliberately broken test inputs
 PYCODE_SKIP = {'site-packages', 'dist-packages', '__pycache__', 'tokenizedata', 'encoded_modules'}
-PROGRESS_EVERY = 5.0  # seconds between progress lines: a piped log shows progress without flooding
+PROGRESS_EVERY = 5.0  # seconds between redraws of the progress bar: a piped log shows progress without flooding
 # what makes a fineweb/codeparrot output: a rerun resumes only when all of these are the same
 KEY = ('name', 'source', 'revision', 'files', 'max_bytes', 'test_docs', 'val_docs', 'seed', 'max_doc_bytes',
        'interleave')
@@ -99,40 +100,17 @@ def parse(argv):
     return a
 
 
-class Progress:
-    """Plain progress lines on stdout, flushed, one per PROGRESS_EVERY seconds at most: done / total bytes, MB/s,
-    time left when the total is known, and the documents per split. fineweb/codeparrot also count the source
-    read (src), so a source smaller than --max_bytes gets the right time left."""
-
-    def __init__(self, name, total=None, done=0, docs=None, src_total=None, src_done=0):
-        self.name, self.total, self.done, self.start = name, total, done, done
-        self.src_total, self.src_done, self.src_start = src_total, src_done, src_done
-        self.docs = dict(docs or {})
-        self.t0 = self.last = time.monotonic()
-
-    def update(self, split, n):
-        self.done += n
-        self.docs[split] = self.docs.get(split, 0) + 1
-        if time.monotonic() - self.last >= PROGRESS_EVERY:
-            self.show()
-
-    def show(self):
-        self.last = time.monotonic()
-        dt = max(self.last - self.t0, 1e-9)
-        rate = (self.done - self.start) / dt  # bytes/s of this run
-        line = f'{self.name}: {self.done / 1e6:,.1f}'
-        line += f' / {self.total / 1e6:,.1f} MB ({self.done / self.total:.0%})' if self.total else ' MB'
-        line += f', {rate / 1e6:.1f} MB/s'
-        lefts = [max(self.total - self.done, 0) / rate] if self.total and rate > 0 else []
-        if self.src_total:
-            line += f', source {self.src_done / self.src_total:.0%} read'
-            if self.src_done > self.src_start:  # the source may run out before the budget
-                lefts.append(max(self.src_total - self.src_done, 0) * dt / (self.src_done - self.src_start))
-        if lefts:
-            left = min(lefts)
-            line += f', {int(left // 3600)}h{int(left % 3600 // 60):02d}m left' if left >= 3600 else \
-                f', {int(left // 60)}m{int(left % 60):02d}s left'
-        print(line + ', docs: ' + ' '.join(f'{s} {n:,}' for s, n in self.docs.items()), flush=True)
+def progress(name, total, done=0):
+    """A tqdm bar of the bytes written, on stdout, redrawn at most every PROGRESS_EVERY seconds (through a pipe, each
+    redraw after a carriage return); where tqdm is not installed (a lean venv: pycode and files need only numpy), a
+    stand-in that shows nothing."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return types.SimpleNamespace(total=total, update=lambda n: None, set_postfix_str=lambda s, refresh=True: None,
+                                     close=lambda: None)
+    return tqdm(desc=name, total=total, initial=done, unit='B', unit_scale=True, mininterval=PROGRESS_EVERY,
+                file=sys.stdout)
 
 
 def write_json(path, obj):
@@ -343,7 +321,8 @@ def hub(a):
     ndocs, kept, run_pieces = sum(v['docs'] for v in sizes.values()), sum(v['bytes'] for v in sizes.values()), 0
     pos = m['positions']
     src_done = sum(a.sizes[rel] * done / n for rel, (done, n) in pos.items())  # source bytes read, about
-    prog = Progress(a.name, a.max_bytes, kept, {s: sizes[s]['docs'] for s in splits}, sum(a.sizes.values()), src_done)
+    src_total, src_start, kept_start = sum(a.sizes.values()), src_done, kept
+    prog = progress(a.name, a.max_bytes, kept)
     counts = lambda rel: pos[rel][1] if rel in pos else pos.setdefault(rel, [0, count_pieces(a, rel)])[1]
     try:
         pieces = piece_order(a, counts)
@@ -360,19 +339,25 @@ def hub(a):
                 sizes[s]['bytes'] += len(doc)
                 files[part[s][0]].write(doc)
                 files[part[s][1]].write(np.int64(sizes[s]['bytes']).tobytes())  # the document's end offset
-                prog.update(s, len(doc))
+                prog.update(len(doc))
                 if run_pieces == stop:
                     raise KeyboardInterrupt
             if m['finished']:
                 break
             pos[rel][0] += 1
-            prog.src_done += a.sizes[rel] / pos[rel][1]
+            src_done += a.sizes[rel] / pos[rel][1]
+            if src_done > src_start:  # tqdm times one total: what the rest of the source gives, if below the budget
+                prog.total = int(min(a.max_bytes, kept + (kept - kept_start) * (src_total - src_done) /
+                                     (src_done - src_start)))
+            prog.set_postfix_str(f'source {src_done / src_total:.0%} read, docs: '
+                                 + ' '.join(f'{k} {v["docs"]:,}' for k, v in sizes.items()), refresh=False)
             m['pieces'] += 1
             run_pieces += 1
             commit()
             if run_pieces == pause:
                 time.sleep(1800)  # a hang guard: the test sends its signal long before
         m['finished'] = True
+        prog.close()
         empty = [s for s in splits if not sizes[s]['docs']]
         if empty:  # never an empty split: nothing is written
             discard()
@@ -381,6 +366,7 @@ def hub(a):
                      f'--max_bytes or add files')
         commit()
     except KeyboardInterrupt:
+        prog.close()
         for f in files.values():
             f.close()
         if not m['pieces']:
@@ -389,6 +375,7 @@ def hub(a):
                          f'kept); rerun the same command to resume\n')
         sys.exit(130)
     except Exception as e:  # a lost connection, a full disk, a bad file: one line naming it
+        prog.close()
         for f in files.values():
             f.close()
         if not m['pieces']:
@@ -460,10 +447,9 @@ def write(out_dir, split, docs, prog):
         for doc in docs:  # never empty (list_files skips empty files), so offsets strictly increase
             f.write(doc)
             offsets.append(offsets[-1] + len(doc))
-            prog.update(split, len(doc))
+            prog.update(len(doc))
     with open(off_path + '.tmp', 'wb') as f:  # a file object, so np.save adds no second .npy
         np.save(f, np.array(offsets, dtype=np.int64))
-    print(f'{split}: {len(offsets) - 1:,} docs, {offsets[-1]:,} bytes', flush=True)
     return [(bin_path + '.tmp', bin_path), (off_path + '.tmp', off_path)]
 
 
@@ -479,7 +465,7 @@ def local(a):
     if len(files) < 2:  # one file cannot fill both val and train
         sys.exit(f'prepare.py: {a.name}: {root} has 1 non-empty file matching {pattern!r}; val and train need 2 '
                  f'or more: add files, widen --glob, or point --path at a bigger folder')
-    prog = Progress(a.name, sum(p.stat().st_size for _, p in files) if a.name != 'pydocs' else None)  # or unknown
+    prog = progress(a.name, sum(p.stat().st_size for _, p in files) if a.name != 'pydocs' else None)  # or unknown
     made = not os.path.isdir(a.out_dir)
     os.makedirs(a.out_dir, exist_ok=True)
     renames, failed = [], None
@@ -493,6 +479,7 @@ def local(a):
                     break
         except OSError as e:  # an unreadable file: one line, not a traceback
             failed = f'prepare.py: {a.name}: could not read a file under {root} ({type(e).__name__}: {e})'
+    prog.close()
     if failed:
         for f in Path(a.out_dir).glob('*.tmp'):
             f.unlink()  # leave no half-written files behind
@@ -504,6 +491,8 @@ def local(a):
     source = os.path.abspath(root)
     splits = {s: {'docs': int(n.size - 1), 'bytes': int(n[-1])}
               for s in ('val', 'train') for n in [np.load(os.path.join(a.out_dir, f'{s}_offsets.npy'))]}
+    for s, n in splits.items():  # after the bar is closed, not inside its line
+        print(f'{s}: {n["docs"]:,} docs, {n["bytes"]:,} bytes', flush=True)
     write_meta(a, source, f'python {sys.version.split()[0]}' if a.name != 'files' else None, splits)
 
 

@@ -7,11 +7,11 @@ A paper run on one node of 8 GPUs:
 $ torchrun --standalone --nproc_per_node=8 train.py config/train_73m_random.py
 Two nodes (run on both, the first one's address in --master_addr):
 $ torchrun --nproc_per_node=8 --nnodes=2 --node_rank=0 --master_addr=10.0.0.1 --master_port=29500 train.py CONFIG
-Any key below can be overridden: python train.py config/x.py --batch_size=4 --compile=False
+Any key below can be overridden: python train.py config/method_random.py --batch_size=4 --compile=False
 
 The gater's training signal, inline in the loop below, departs from textbook REINFORCE in the paper's ways:
 1. the reward of byte t is how much the full model beats the early-exit head on it, r_t = CE_early_t - CE_t;
-2. the baseline is the batch mean of the reward at the same position t (no learned critic);
+2. the baseline is the mean reward at the same position t over the micro-batch's real rows (no learned critic);
 3. the gate at t is credited with the discounted sum of later advantages, G_t = sum_k gamma^k A_{t+k} (gamma 0.99):
    a decision changes the predictions after it, and discounting keeps the credit local, which lowers the variance;
 4. a rate loss holds the share of boundaries at its target (1/5).
@@ -40,8 +40,8 @@ from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, bounda
 from common import bpe_gates, check_device, gpu_peak_flops, load_bpe, open_corpus, set_threads
 
 # -----------------------------------------------------------------------------
-# default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
-# minutes and learns its boundaries (README, 'a comparison measured here'); the paper's values are in config/
+# default config values: the quick start, a small model on pycode that learns on a CPU in minutes (README, 'quick
+# start'). NOT the paper's values: those are config/size_*.py + config/method_*.py (UNetConfig's defaults: tests)
 # I/O
 out_dir = 'out'
 eval_interval = 200
@@ -58,8 +58,8 @@ wandb_run_name = 'run'
 # data
 dataset = 'pycode' # data/<dataset>/{train,val}.bin and {train,val}_offsets.npy, written by prepare.py
 data_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data') # the data/ folder next to train.py
-gradient_accumulation_steps = 1 # over all processes: each one runs this / world_size micro-steps
-batch_size = 8 # rows per micro-step and process
+gradient_accumulation_steps = 1 # micro-batches per step, over all processes: each runs this / world_size of them
+batch_size = 8 # rows per micro-batch, the baseline's rows (processes that outnumber micro-batches split them)
 block_size = 256 # bytes per row, BOS included: a row is BOS + a window of block_size-1 bytes of a document
 # model (the fields of UNetConfig, same names)
 n_embd = 64
@@ -108,7 +108,7 @@ min_lr = 0.0
 device = 'cuda' if torch.cuda.is_available() else 'cpu' # 'cpu', 'cuda', 'cuda:1', 'mps'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
 compile = False # torch.compile the model (one graph for every chunk count: the mid level's length is dynamic)
-peak_flops = 0.0 # MFU's denominator in FLOP/s; 0: the GPU's bf16 dense peak from model.PEAK_FLOPS by its name
+peak_flops = 0.0 # MFU's denominator in FLOP/s; 0: the GPU's bf16 dense peak from common.PEAK_FLOPS by its name
 seed = 1337
 threads = 0 # CPU intra-op threads; 0: the cores other processes leave idle, checked at the start and every eval
 # -----------------------------------------------------------------------------
@@ -331,9 +331,9 @@ def summarize(s):
 
 @torch.no_grad()
 def estimate_val():
-    """ the val metrics on val_rows(), the same rows every time, in batches of about batch_size: batch k is seeded
-        with torch.manual_seed(seed + k) (eval.py follows the same rule). Each rank takes the batches k = rank,
-        rank+world, ... and the sums are reduced, so the result does not depend on the process count """
+    """ the val metrics on val_rows(), the same rows every time, in eval mode (the sequential gater uncapped, as the
+        paper's eval), in batches of about batch_size, batch k seeded with torch.manual_seed(seed + k) as in eval.py.
+        Each rank takes the batches k = rank, rank+world, ... and the sums are reduced: alike for any process count """
     model.eval()
     picked = val_rows()
     sums = torch.zeros(9, device=device)
@@ -454,7 +454,7 @@ while True:
         with sync:
             with ctx:
                 out = model(X, gates=prescribed)
-            # --- the REINFORCE step (README.md, "The reward" to "The loss"; tests/test_reinforce.py runs it) ---
+            # --- the REINFORCE step (README, 'The REINFORCE step'; tests/test_reinforce.py runs it) ---
             Mf = M.float() # (B, T) 1 at real bytes; gate t is real if byte t is, prediction t if byte t+1 is
             m = Mf[:, 1:] # (B, T-1)
             nll, nll_early = next_byte_nll(out['logits'], X), next_byte_nll(out['early_logits'], X) # (B, T-1)
@@ -470,7 +470,7 @@ while True:
             gate_logits, gate_probs = out['gate_logits'].float(), out['gate_probs'].float() # (B, T)
             logp = -F.binary_cross_entropy_with_logits(gate_logits, out['gates'].float(), reduction='none') # log pi
             pg_loss = -(returns * logp).sum() / Mf.sum() # returns are 0 past a row's end
-            mean_p = (gate_probs * Mf).sum() / Mf.sum()
+            mean_p = (gate_probs * Mf).sum() / Mf.sum() # the forced gates (p = 1) included, as the paper
             if rate_loss == 'ours': # a uniform push on every free logit, down when above the rate, up when below
                 r_loss = (gate_logits * Mf).sum() / Mf.sum() * (mean_p - rate).detach()
             elif rate_loss == 'hnet': # H-Net's ratio loss, minimal when the realised rate and mean(p) are on target

@@ -1,5 +1,5 @@
-# the paper's method: the sequential gater trained by REINFORCE with discounting, at the paper's run's values (named
-# here so that the method reads in one place; train.py's defaults are the quick start's: gate_scale 1, weights 0.1)
+# the paper's method: the sequential gater trained by REINFORCE with discounting, at the paper's run's values (with a
+# config/size_*.py, a paper run). NOT train.py's defaults, the quick start's (gate_scale 1, weights 0.1)
 gater = 'sequential'
 downsampler = 'select'
 upsampler = 'add'

@@ -7,8 +7,9 @@ n_down = 2
 n_mid = 6
 n_up = 2
 window = 64 # the byte layers' sliding window
-# the micro-batch is part of the method: the batch baseline averages the reward over one process's micro-batch
-batch_size = 32 # rows per GPU and micro-step, as the paper's job (2 GPUs x 32 rows)
+# the micro-batch is part of the method: the batch baseline averages the reward over its rows, a GPU's rows in one
+# micro-step (when GPUs outnumber micro-batches, the GPUs that split one average over all its rows together)
+batch_size = 32 # rows per micro-batch, as the paper's job (2 GPUs x 32 rows)
 gradient_accumulation_steps = 2 # over all GPUs: 64 rows of 4096 bytes per step, e.g. 2 GPUs x 32 rows x 1
 learning_rate = 0.003
 max_iters = 5722 # 1.5e+09 bytes / (64 * 4096)

@@ -7,8 +7,9 @@ n_down = 2
 n_mid = 20
 n_up = 2
 window = 64 # the byte layers' sliding window
-# the micro-batch is part of the method: the batch baseline averages the reward over one process's micro-batch
-batch_size = 8 # rows per GPU and micro-step; no job of the paper's at this size is stored: 8 as at 73M-147M
+# the micro-batch is part of the method: the batch baseline averages the reward over its rows, a GPU's rows in one
+# micro-step (when GPUs outnumber micro-batches, the GPUs that split one average over all its rows together)
+batch_size = 8 # rows per micro-batch; no job of the paper's at this size is stored: 8 as at 73M-147M
 gradient_accumulation_steps = 32 # over all GPUs: 256 rows of 4096 bytes per step, e.g. 8 GPUs x 8 rows x 4
 learning_rate = 0.0015
 max_iters = 15259 # 1.6e+10 bytes / (256 * 4096)

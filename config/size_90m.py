@@ -7,8 +7,9 @@ n_down = 4
 n_mid = 6
 n_up = 4
 window = 64 # the byte layers' sliding window
-# the micro-batch is part of the method: the batch baseline averages the reward over one process's micro-batch
-batch_size = 8 # rows per GPU and micro-step, as the paper's jobs (4 GPUs x 8 rows)
+# the micro-batch is part of the method: the batch baseline averages the reward over its rows, a GPU's rows in one
+# micro-step (when GPUs outnumber micro-batches, the GPUs that split one average over all its rows together)
+batch_size = 8 # rows per micro-batch, as the paper's jobs (4 GPUs x 8 rows)
 gradient_accumulation_steps = 16 # over all GPUs: 128 rows of 4096 bytes per step, e.g. 8 GPUs x 8 rows x 2
 learning_rate = 0.002
 max_iters = 6485 # 3.4e+09 bytes / (128 * 4096)

@@ -291,7 +291,7 @@ def test_nawrot_onehot_is_one_hot_chunk_ids_with_gradient():
 @pytest.mark.parametrize('gater', GATERS)
 @pytest.mark.parametrize('gates_from', ['prescribed', 'sampled'])
 def test_ends_are_forced(gater, gates_from):
-    """ the first and last byte end a chunk, whatever the gater or the prescription says; the policy there is the
+    """ the row's slots 0 and T-1 end a chunk, whatever the gater or the prescription says; the policy there is the
         constant p = 1, logit = 100 """
     m = make_model(gater=gater)
     gates = random_gates([0.3, 0.3], 64, seed=10, ends=False) if gates_from == 'prescribed' else None

@@ -2,6 +2,7 @@
 meta.json, the text column only, the file format, pycode, files, the progress lines and the error lines."""
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -358,16 +359,24 @@ def test_only_the_text_column_is_read(tmp_path, monkeypatch):
     assert len(load(tmp_path / 'out', 'test')) == 2
 
 
-def test_progress_lines(tmp_path, monkeypatch, capsys):
+def test_progress_bar(tmp_path, monkeypatch, capsys):
+    """fineweb's tqdm bar counts the kept bytes against --max_bytes and shows the source read and the documents per
+    split; this source runs out before the budget, so the bar's total falls to what the source gives and it ends at
+    100% (its time left is the source's, not the budget's)."""
+    pytest.importorskip('tqdm')
     fineweb_like(tmp_path / 'src', 2, 10, 5)
-    monkeypatch.setattr(prepare, 'PROGRESS_EVERY', 0.0)  # every document: the line's content, not its timing
+    monkeypatch.setattr(prepare, 'PROGRESS_EVERY', 0.0)  # every update redrawn: the bar's content, not its timing
     prepare.main(['fineweb', f'--source={tmp_path}/src', f'--out_dir={tmp_path}/out', '--test_docs=2', '--val_docs=1',
                   '--max_bytes=1e6'])
-    lines = [l for l in capsys.readouterr().out.splitlines() if 'MB/s' in l]
-    assert lines and all('/ 1.0 MB (' in l and ' read, ' in l and ' left, docs: test ' in l for l in lines), lines
-    read = [int(l.split(', ')[2].split()[1][:-1]) for l in lines]  # 'source 45% read': what the time left uses
-    assert read == sorted(read) and read[-1] >= 50
-    assert lines[-1].endswith(f'train {len(load(tmp_path / "out", "train")):,}')
+    out = capsys.readouterr().out
+    bars = [line for line in re.split('[\r\n]', out) if line.startswith('fineweb: ')]
+    assert any('/1.00M ' in b for b in bars), bars  # the budget, before the source's end is foreseen
+    read = [int(b.split('source ')[1].split('%')[0]) for b in bars if 'source ' in b]
+    assert read == sorted(read) and read[-1] == 100, read
+    n = {s: len(load(tmp_path / 'out', s)) for s in ('test', 'val', 'train')}
+    assert bars[-1].startswith('fineweb: 100%') and bars[-1].endswith(f"docs: test {n['test']} val {n['val']} "
+                                                                      f"train {n['train']}]"), bars[-1]
+    assert out.rstrip().endswith(f"train: {n['train']:,} docs, {sum(map(len, load(tmp_path / 'out', 'train'))):,} bytes")
 
 
 def test_why_names_the_cause():
