@@ -42,9 +42,12 @@ device = '' # passed to train.py when set (else its default: CUDA if there is on
 ablate = 'learned' # ablations: the setting of `levers` the ablations change
 rate_rows = 2048 # controls: train rows (spread over the split) that word_rate and the BPE's rate are measured on
 bpe_rate = 0.2 # controls: the BPE's rate target, met by choosing its number of merges
+bpe_pat = 'gpt2' # controls, figure, vocab: the BPE's pre-tokens, GPT-2's ('gpt2') or a whitespace run and the word
+# after it ('words', which can reach rate 0.2 on code: common.WORDS_PAT)
 bpe_max_merges = 50000 # controls: the BPE trainer stops here at the latest (GPT-2's count); on pycode the rate
 # stays above ~0.24 at any count: BPE_PAT cuts code into ~0.23 pre-tokens per byte, and no merge crosses them
 figure = False # True: draw assets/segmentation.png
+vocab = False # True: assets/vocab.md, each --figure_run checkpoint's most frequent chunks beside word ends and the BPE
 figure_run = '' # the learned checkpoints of the figure, comma-separated (default: out_root/levers/learned_s1)
 paper_size = '' # paper_run: a paper size ('18m', ...): config/train_<size>_{random,sequential}.py on data_dir/sitepy
 paper_path = '' # paper_run: the folder of .py files sitepy is made from (default: this Python's site-packages)
@@ -84,8 +87,11 @@ COMPARE = {'random': ['config/method_random.py'], 'sequential': None, # None: th
            'random_early': ['config/method_random.py', '--early_weight=0.1']} # its early exit trained, as sequential's
 
 # values the configurator cannot judge by their type: one line each, before any work starts
-if table not in ('',) + TABLES or not (table or figure):
-    raise SystemExit(f"experiments.py: --table={table!r}: use one of {', '.join(TABLES)} (or --figure=True)")
+if table not in ('',) + TABLES or not (table or figure or vocab):
+    raise SystemExit(f"experiments.py: --table={table!r}: use one of {', '.join(TABLES)} (or --figure=True, "
+                     f"--vocab=True)")
+if bpe_pat not in ('gpt2', 'words'):
+    raise SystemExit(f"experiments.py: --bpe_pat={bpe_pat}: use 'gpt2' (GPT-2's pre-tokens) or 'words'")
 if ablate not in LEVERS:
     raise SystemExit(f"experiments.py: --ablate={ablate}: use a setting of levers ({', '.join(LEVERS)})")
 if not re.fullmatch(r'\d+(,\d+)*', seeds):
@@ -137,11 +143,15 @@ def rule_rate(gater, X, M):
     return boundary_metrics(counts)['rate']
 
 def bpe_encoding(tokens, m):
-    """ a tiktoken encoding of the 256 bytes and the first m learned tokens (ranks 256..), split by BPE_PAT """
+    """ a tiktoken encoding of the 256 bytes and the first m learned tokens (ranks 256..), split as pretokens() """
     import tiktoken
-    from common import BPE_PAT
     ranks = {**{bytes([i]): i for i in range(256)}, **{t: 256 + j for j, t in enumerate(tokens[:m])}}
-    return tiktoken.Encoding(name=f'bpe{m}', pat_str=BPE_PAT, mergeable_ranks=ranks, special_tokens={})
+    return tiktoken.Encoding(name=f'bpe{m}', pat_str=pretokens(), mergeable_ranks=ranks, special_tokens={})
+
+def pretokens():
+    """ bpe_pat's pre-tokenisation: GPT-2's BPE_PAT, or WORDS_PAT (a whitespace run and the word after it) """
+    from common import BPE_PAT, WORDS_PAT
+    return WORDS_PAT if bpe_pat == 'words' else BPE_PAT
 
 def bpe_rate_of(enc, X, M):
     """ the rate of BPE guidance on rows X: gates where bpe_gates places them (as train.py --prescribe=bpe does) """
@@ -154,13 +164,12 @@ def train_bpe(docs, max_merges):
         tokens in rank order (ranks 256, 257, ...). Invalid UTF-8 bytes are left out, as bpe_ends makes each a token
         of its own """
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
-    from common import BPE_PAT
     # by hand: GPT-2's byte <-> character table, in which tokenizers writes byte-level tokens but keeps to itself
     keep = [*range(33, 127), *range(161, 173), *range(174, 256)] # the bytes that stand for themselves
     char = {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(sorted({*range(256)} - {*keep}))}}
     byte = {c: b for b, c in char.items()}
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(BPE_PAT), 'isolated'),
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pretokens()), 'isolated'),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     trainer = trainers.BpeTrainer(vocab_size=256 + max_merges, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
@@ -174,9 +183,9 @@ def prescribed():
     """ the controls' rates, measured once and cached in assets/controls.json: word_rate of word_ends and word_onsets
         (each rule's own share of gated positions on train rows), and a BPE trained on the train split with the
         number of merges whose rate on those rows is closest to bpe_rate, written as a .tiktoken file """
-    path = os.path.join(assets, 'controls.json')
+    path, entry = os.path.join(assets, 'controls.json'), 'prescribed' + ('_words' if bpe_pat == 'words' else '')
     key = dict(data=os.path.abspath(corpus), block_size=256, rows=rate_rows, bpe_rate=bpe_rate)
-    cached = json.load(open(path)).get('prescribed', {}) if os.path.exists(path) else {}
+    cached = json.load(open(path)).get(entry, {}) if os.path.exists(path) else {}
     if {k: cached.get(k) for k in key} == key and os.path.exists(cached['bpe']['path']):
         return cached
     X, M = split_rows('train', 256, rate_rows)
@@ -195,7 +204,7 @@ def prescribed():
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if rate_of(mid) > bpe_rate else (lo, mid)
     m = min((lo, hi), key=lambda m: abs(rate_of(m) - bpe_rate))
-    file = os.path.join(corpus, f'bpe_rate{bpe_rate}.tiktoken')
+    file = os.path.join(corpus, f"bpe_rate{bpe_rate}{'.words' if bpe_pat == 'words' else ''}.tiktoken") # (load_bpe)
     import base64
     with open(file + '.tmp', 'w') as f: # tiktoken's format, "base64(token) rank" per line (its writer needs blobfile)
         f.writelines(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate([bytes([i]) for i in range(256)]
@@ -207,7 +216,7 @@ def prescribed():
     os.makedirs(assets, exist_ok=True)
     old = json.load(open(path)) if os.path.exists(path) else {}
     with open(path, 'w') as f:
-        json.dump({**old, 'prescribed': res}, f, indent=1)
+        json.dump({**old, entry: res}, f, indent=1)
     return res
 
 # -----------------------------------------------------------------------------
@@ -779,8 +788,8 @@ elif table == 'ladder':
     failed, stopped = (set(), set()) if tabulate_only else ladder_train()
     ladder_tabulate()
     if failed or stopped:
-        raise SystemExit(f"experiments.py: {len(failed)} runs failed, {len(stopped)} stopped before their last step (rerun"
-                         " the same command: they resume): " + ', '.join(
+        raise SystemExit(f"experiments.py: {len(failed)} runs failed, {len(stopped)} stopped before their last step "
+                         "(rerun the same command: they resume): " + ', '.join(
             f"{n} (see {os.path.join(out_root, 'ladder', n)}/train.txt)" for n in sorted(failed | stopped)))
 elif table:
     pydocs = os.path.join(data_dir, 'pydocs')
@@ -802,3 +811,16 @@ elif table:
             f"{r['setting']}:{r['seed']} (see {r['out_dir']}/train.txt)" for r in failed))
 if figure:
     draw_figure()
+if vocab: # sample.py's vocabulary of each learned checkpoint, on the val split, beside the BPE of the controls
+    lines = []
+    for run in (figure_run or os.path.join(out_root, 'levers', 'learned_s1')).split(','):
+        cmd = ['sample.py', f'--out_dir={rel(run)}', '--analyze=val', f"--compare={rel(prescribed()['bpe']['path'])}",
+               '--vocab=15']
+        res = subprocess.run([sys.executable, *cmd], cwd=HERE, capture_output=True, text=True)
+        if res.returncode:
+            raise SystemExit(f"experiments.py: `python {' '.join(cmd)}` failed: {res.stderr.strip()[-300:]}")
+        lines += [f"$ python {' '.join(cmd)}"] + [l for l in res.stdout.splitlines() if not l.startswith('Overriding')]
+    os.makedirs(assets, exist_ok=True)
+    with open(os.path.join(assets, 'vocab.md'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    print('\n'.join(lines) + f"\nwrote {os.path.join(assets, 'vocab.md')}")
