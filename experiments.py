@@ -613,7 +613,7 @@ def ladder_tabulate():
             runs.setdefault((run['rung'], run['method']), []).append(res)
     print(f"\n$ {command}\nthe ladder: every method's val rate at {LADDER_RATE} ± {LADDER_TOL} (equal compression); "
           f"train.py's last val row, mean ± std over seeds; 'edges': seeds on word edges (recall and precision > 0.4)")
-    print('| rung | method | seeds | MB seen | PFLOPs | bpb | rate | word_boundary | boundary_precision | edges |\n'
+    print('| rung | method | seeds | MB seen | FLOPs | bpb | rate | word_boundary | boundary_precision | edges |\n'
           '|---|---|---|---|---|---|---|---|---|---|')
     for (rung, method), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], list(METHODS).index(kv[0][1])
                                                                     if kv[0][1] in METHODS else 99)):
@@ -627,8 +627,25 @@ def ladder_tabulate():
         rows.append(row)
         cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
         print(f"| {rung} | {method}{'' if row['equal_rate'] else ' (rate off)'} | {len(rs)} | {row['bytes'] / 1e6:.1f}"
-              f" | {row['flops'] / 1e15:.2f} | " + ' | '.join(cell(k) for k in KEYS[:1]) +
+              f" | {row['flops']:.1e} | " + ' | '.join(cell(k) for k in KEYS[:1]) +
               f" | {row['rate']:.3f} | " + ' | '.join(cell(k) for k in KEYS[3:]) + f" | {row['edges']}/{len(rs)} |")
+    rows1 = {r['method']: r for r in rows if r['rung'] == 1}
+    if 'random' in rows1 and 'word_ends' in rows1: # issue 36's target for the learned gater and each lever
+        print(f"\nrung 1, the learned gater and its levers, per seed; target: on word edges in >= 5 of 6 seeds, every "
+              f"seed below random's best ({min(rows1['random']['per_seed']['bpb']):.3f}), the mean at most word ends' "
+              f"({rows1['word_ends']['bpb']:.3f})\n| setting | bpb per seed | mean ± std | recall/precision per seed | "
+              f"edges | below random | <= word ends |\n|---|---|---|---|---|---|---|")
+        for m in ['learned', *LEVERS36]:
+            if m in rows1:
+                r, ps = rows1[m], rows1[m]['per_seed']
+                r['target'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
+                                   below_random=max(ps['bpb']) < min(rows1['random']['per_seed']['bpb']),
+                                   below_word_ends=r['bpb'] <= rows1['word_ends']['bpb'])
+                print(f"| {m} | {', '.join(f'{v:.3f}' for v in ps['bpb'])} | {r['bpb']:.3f} ± {r['bpb_std'] or 0:.3f} | "
+                      + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
+                                  zip(ps['word_boundary'], ps['boundary_precision']))
+                      + f" | {r['edges']}/{len(ps['bpb'])} | " + ' | '.join('yes' if v else 'no' for v in
+                                                                           list(r['target'].values())[1:]) + ' |')
     cal = {f'r{rung}/{m}': dict(zip(('target', 'finished', 'tried'), c)) for rung in map(int, rungs.split(','))
            for m in CALIBRATE if (c := calibration(rung, m))}
     for k, c in cal.items():
