@@ -7,10 +7,14 @@
 # - --key=value: key must already be a global; the value goes through ast.literal_eval (else stays a string) and
 #   must have the default's type (an int is accepted for a float, anything for a None); a bare --flag is a bool's True.
 # _overrides holds every name the command line or a config file set (so train.py can tell them from defaults).
-# A mistake exits with one line naming the argument (SystemExit: no traceback). Under torchrun only rank 0 prints.
+# A mistake exits with one line naming the argument (SystemExit: no traceback), a config file's with its line. Under
+# torchrun only rank 0 prints.
 # (A comment, not a docstring: exec'd as a docstring it would replace the script's own __doc__, which --help prints.)
+import ast
+import builtins
 import os
 import sys
+import traceback
 from ast import literal_eval
 from difflib import get_close_matches
 
@@ -40,8 +44,19 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
         if _talk:
             print(f"Overriding config with {_arg}:")
             print(_src)
-        _ns = _Noted(globals())
-        exec(_src, _ns)
+        try: # a mistake in the file: one line with its name and line number, not a traceback through <string>
+            _tree = ast.parse(_src, _path)
+            _bare = [n for n in _tree.body if isinstance(n, ast.AnnAssign) and n.value is None]
+            if _bare: # `batch_size: 4` is valid Python that sets nothing
+                raise SyntaxError(f"'{ast.unparse(_bare[0])}' is an annotation, which sets nothing; write "
+                                  f"'{ast.unparse(_bare[0].target)} = ...'", (_path, _bare[0].lineno, 0, ''))
+            _ns = _Noted(globals())
+            exec(builtins.compile(_tree, _path, 'exec'), _ns) # (train.py's key `compile` hides the builtin)
+        except Exception as _e:
+            _line = _e.lineno if isinstance(_e, SyntaxError) else \
+                ([f.lineno for f in traceback.extract_tb(_e.__traceback__) if f.filename == _path] or ['?'])[-1]
+            raise SystemExit(f"configurator: config file '{_arg}', line {_line}: "
+                             + (_e.msg if isinstance(_e, SyntaxError) else f"{type(_e).__name__}: {_e}")) from None
         globals().update(_ns)
         _typos = [k for k, v in globals().items() if k not in _defaults and not k.startswith('_')
                   and not callable(v) and not isinstance(v, type(sys))]

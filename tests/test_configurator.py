@@ -170,3 +170,16 @@ def test_only_rank_0_prints_the_configuration(monkeypatch, tmp_path, capsys):
     run_configurator(monkeypatch, [str(cfg), '--lr=0.5'], batch_size=12, lr=1e-3)
     out = capsys.readouterr().out
     assert 'Overriding config with' in out and 'Overriding: lr = 0.5' in out
+@pytest.mark.parametrize('src, says', [
+    ("batch_size = 4\nlearning_rate = (1e-3\n", "line 2: '(' was never closed"),
+    ("batch_size: 4\n", "line 1: 'batch_size: 4' is an annotation, which sets nothing; write 'batch_size = ...'"),
+    ("x = 1\nbatch_size = int('four')\n", "line 2: ValueError: invalid literal for int()"),
+])
+def test_a_mistake_in_a_config_file_names_the_file_and_its_line(monkeypatch, tmp_path, src, says):
+    cfg = tmp_path / 'cfg.py'
+    cfg.write_text(src)
+    msg = exits_with(monkeypatch, [str(cfg)], batch_size=12, learning_rate=6e-4)
+    assert msg.startswith(f"configurator: config file '{cfg}', ") and says in msg and '<string>' not in msg, msg
+    assert '\n' not in msg
+
+
