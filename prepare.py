@@ -43,6 +43,7 @@ import signal
 import socket
 import sys
 import sysconfig
+import tempfile
 import time
 import warnings
 import zlib
@@ -64,6 +65,15 @@ PROGRESS_EVERY = 5.0  # seconds between progress lines: a piped log shows progre
 # what makes a fineweb/codeparrot output: a rerun resumes only when all of these are the same
 KEY = ('name', 'source', 'revision', 'files', 'max_bytes', 'test_docs', 'val_docs', 'seed', 'max_doc_bytes',
        'interleave')
+LEAST = {'test_docs': 0, 'val_docs': 1, 'val_every': 1, 'interleave': 1, 'max_bytes': 1, 'max_doc_bytes': 0}  # >= these
+
+
+def whole(s):
+    """--max_bytes: a whole number, 4e9 too."""
+    v = float(s)
+    if not v.is_integer():  # also inf and nan
+        raise ValueError(s)
+    return int(v)
 
 
 def parse(argv):
@@ -77,7 +87,7 @@ def parse(argv):
     p.add_argument('--source', default=None, help='fineweb/codeparrot: local json/jsonl/parquet file or folder')
     p.add_argument('--revision', default=None, help='fineweb/codeparrot: Hub branch, tag or commit (default: main)')
     # 4e9 covers the paper's 73M/90M budget of 3.4e9 training bytes; 346M needs 1.6e10
-    p.add_argument('--max_bytes', type=lambda s: int(float(s)), default=int(4e9), help='fineweb/codeparrot budget')
+    p.add_argument('--max_bytes', type=whole, default=int(4e9), help='fineweb/codeparrot budget')
     p.add_argument('--test_docs', type=int, default=32768, help='fineweb/codeparrot: documents in test (paper: 32768)')
     p.add_argument('--val_docs', type=int, default=256, help='fineweb/codeparrot: documents in val (paper: 256)')
     p.add_argument('--seed', type=int, default=42, help='fineweb/codeparrot: the file order (paper: 42)')
@@ -89,12 +99,16 @@ def parse(argv):
     a = p.parse_args(argv)
     if a.name not in NAMES:
         sys.exit(f"prepare.py: unknown dataset '{a.name}'; choose one of: {', '.join(NAMES)}")
-    if min(a.test_docs, a.val_docs - 1, a.val_every - 1, a.interleave - 1, a.max_bytes - 1) < 0:
-        sys.exit(f'prepare.py: --test_docs={a.test_docs} needs >= 0; --val_docs={a.val_docs}, '
-                 f'--val_every={a.val_every}, --interleave={a.interleave}, --max_bytes={a.max_bytes} need >= 1')
+    for k, least in LEAST.items():
+        if getattr(a, k) is not None and getattr(a, k) < least:  # -5 bytes of a document would cut 5 off each one
+            sys.exit(f'prepare.py: --{k}={getattr(a, k)} must be >= {least}')
     if a.max_doc_bytes is None:
         a.max_doc_bytes = 4095 if a.name in HUB else 0
+    if a.out_dir == '':
+        sys.exit('prepare.py: --out_dir is empty; name a folder, or leave it out for data/NAME')
     a.out_dir = a.out_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', a.name)
+    a.out_dir, a.path, a.source = (os.path.expanduser(p) if p else p for p in (a.out_dir, a.path, a.source))
+    check_folder(a.out_dir, 'out_dir', 'prepare.py')
     a.args = dict(vars(a))  # as given, for meta.json
     return a
 
@@ -142,6 +156,20 @@ def write_json(path, obj):
         f.flush()
         os.fsync(f.fileno())
     os.replace(path + '.tmp', path)
+
+
+def check_folder(path, key, script):
+    """An output folder: one line now, before any work, when it is a file or cannot be made or written in. Shared
+    by train.py and eval.py through common.py (here, as prepare.py runs without torch)."""
+    there = path
+    while not os.path.exists(there):  # the nearest part of the path that is there
+        there = os.path.dirname(there) or '.'
+    if not os.path.isdir(there):
+        sys.exit(f'{script}: --{key}={path}: {there} is a file, not a folder')
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=there))  # as its files will be: the one test that /proc or a full disk fails
+    except OSError as e:
+        sys.exit(f'{script}: --{key}={path}: cannot write in {there} ({e.strerror})')
 
 
 def write_meta(a, source, revision, splits):

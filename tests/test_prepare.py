@@ -145,6 +145,10 @@ def test_files(tmp_path):
     (['fineweb', '--source={one}', '--test_docs=1', '--val_docs=1'], ['{one}', '1 documents kept', 'left for val']),
     (['fineweb', '--source={one}', '--val_docs=0'], ['--val_docs=0', '>= 1']),
     (['fineweb', '--source={one}', '--num_proc=4'], ['--num_proc=4']),
+    (['files', '--path={one}', '--max_doc_bytes=-5'], ['--max_doc_bytes=-5 must be >= 0']),  # cut 5 bytes off each
+    (['fineweb', '--source={one}', '--max_bytes=inf'], ['--max_bytes', "'inf'"]),
+    (['files', '--path={one}', '--out_dir=/proc/nanotok'], ['--out_dir=/proc/nanotok: cannot write in /proc']),
+    (['files', '--path={one}', '--out_dir={bad}'], ['--out_dir={bad}', 'bad.jsonl is a file, not a folder']),
 ])
 def test_errors(tmp_path, args, words):
     (tmp_path / 'empty').mkdir()
@@ -152,7 +156,7 @@ def test_errors(tmp_path, args, words):
     (tmp_path / 'one' / 'a.jsonl').write_text(json.dumps({'text': 'x' * 5000}) + '\n')  # one document in one file
     (tmp_path / 'bad.jsonl').write_text('{"text": "unterminated\n')
     fill = lambda s: s.format(empty=tmp_path / 'empty', bad=tmp_path / 'bad.jsonl', one=tmp_path / 'one')
-    r = run(*map(fill, args), f'--out_dir={tmp_path}/out')
+    r = run(f'--out_dir={tmp_path}/out', *map(fill, args))  # (a later --out_dir wins)
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1 and 'Traceback' not in r.stderr, r.stderr
     assert all(fill(w) in lines[0] for w in words), lines[0]
