@@ -65,6 +65,9 @@ PROGRESS_EVERY = 5.0  # seconds between progress lines: a piped log shows progre
 # what makes a fineweb/codeparrot output: a rerun resumes only when all of these are the same
 KEY = ('name', 'source', 'revision', 'files', 'max_bytes', 'test_docs', 'val_docs', 'seed', 'max_doc_bytes',
        'interleave')
+# the arguments that make a finished dataset, by kind: rerun with others, prepare.py refuses to replace it
+MADE_BY = {'hub': ('name', 'source', 'revision', *KEY[4:]),
+           'local': ('name', 'path', 'glob', 'val_every', 'max_doc_bytes')}
 LEAST = {'test_docs': 0, 'val_docs': 1, 'val_every': 1, 'interleave': 1, 'max_bytes': 1, 'max_doc_bytes': 0}  # >= these
 
 
@@ -95,7 +98,7 @@ def parse(argv):
     # the paper trains on one 4095-byte window of each document (block 4096), so fineweb/codeparrot keep 4095;
     # 0 keeps whole documents (default for pycode/files), whose later windows become more rows of train.py
     p.add_argument('--max_doc_bytes', type=int, default=None, help='truncate documents; 0 = whole')
-    p.add_argument('--restart', action='store_true', help='fineweb/codeparrot: drop an unfinished run, start over')
+    p.add_argument('--restart', action='store_true', help='start over: drop an unfinished run, replace a dataset')
     a = p.parse_args(argv)
     if a.name not in NAMES:
         sys.exit(f"prepare.py: unknown dataset '{a.name}'; choose one of: {', '.join(NAMES)}")
@@ -535,11 +538,35 @@ def local(a):
     write_meta(a, source, f'python {sys.version.split()[0]}' if a.name != 'files' else None, splits)
 
 
+def made_before(a):
+    """Is a.out_dir a finished dataset already? With this command's arguments: True, there is nothing to do. With
+    others, or of unknown origin: one line, as a model trained on it needs it as it is, unless --restart. A folder
+    without all four files, or an unfinished fineweb/codeparrot run (its manifest says how to resume): False."""
+    files = [os.path.join(a.out_dir, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
+    if a.restart or not all(map(os.path.exists, files)):
+        return False
+    try:
+        old = json.load(open(os.path.join(a.out_dir, 'meta.json')))['args']
+        differ = [k for k in MADE_BY['hub' if a.name in HUB else 'local'] if old.get(k) != a.args[k]]
+    except (OSError, ValueError, KeyError, TypeError) as e:  # no meta.json, or not prepare.py's
+        old, differ = {}, [f'no readable meta.json ({type(e).__name__})']
+    if not differ:
+        print(f'prepare.py: {a.out_dir} already holds this {a.name} dataset, made by the same arguments: nothing to do '
+              f'(--restart makes it again)')
+        return True
+    k = differ[0]
+    was = k if k not in a.args else old.get(k) if k == 'name' else f'--{k}={old.get(k)}'
+    now = '' if k not in a.args else f' (now {a.args[k] if k == "name" else f"--{k}={a.args[k]}"})'
+    sys.exit(f'prepare.py: {a.out_dir} holds a dataset made from {was}{now}; a model trained on it needs it as it '
+             f'is: add --restart to replace it, or use another --out_dir')
+
+
 def main(argv=None):
     a = parse(argv)
     if a.source and not os.path.exists(a.source):
         sys.exit(f'prepare.py: --source={a.source} does not exist')
-    hub(a) if a.name in HUB else local(a)
+    if not made_before(a):
+        hub(a) if a.name in HUB else local(a)
 
 
 if __name__ == '__main__':
