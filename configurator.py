@@ -8,7 +8,8 @@
 #   must have the default's type (an int is accepted for a float, anything for a None); a bare --flag is a bool's True.
 # _overrides holds every name the command line or a config file set (so train.py can tell them from defaults).
 # A mistake exits with one line naming the argument (SystemExit: no traceback), a config file's with its line. Under
-# torchrun only rank 0 prints.
+# torchrun only rank 0 prints. --help prints the script's docstring, then each key, its value so far and, when the
+# script imports a table KEYS of them (common.KEYS: type, rule, reason), its row; the script checks them against it.
 # (A comment, not a docstring: exec'd as a docstring it would replace the script's own __doc__, which --help prints.)
 import ast
 import builtins
@@ -32,8 +33,11 @@ class _Noted(dict):  # a config file's namespace: notes each name it sets, in fi
 
 for _i, _arg in enumerate(sys.argv[1:], 1):
     if _arg in ('-h', '--help'):
-        print((_defaults.get('__doc__') or '').strip() + '\n\nconfig keys (--key=value), with the values so far:')
-        print('\n'.join(f'  --{k}={globals()[k]!r}' for k, v in _defaults.items() if _is_key(k, v)))
+        _rows = globals().get('KEYS', {})
+        print((_defaults.get('__doc__') or '').strip() + '\n\nconfig keys (--key=value), with the values so far'
+              + (', their types, what they may be, and why:' if _rows else ':'))
+        print('\n'.join((f'  --{k}={globals()[k]!r}'.ljust(34) + ' ' + _rows.get(k, '')).rstrip()
+                        for k, v in _defaults.items() if _is_key(k, v)))
         raise SystemExit(0)
     if not _arg.startswith('--'): # a config file, as given or next to the script
         _path = _arg if os.path.exists(_arg) or os.path.isabs(_arg) else os.path.join(_here, _arg)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from model import boundary_counts, boundary_metrics, next_byte_nll
-from common import bpe_gates, check_device, load_checkpoint, set_threads
+from common import KEYS, bpe_gates, check_config, check_device, check_folder, load_checkpoint, set_threads
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 PAPER_TASKS = {'piqa': 'piqa', 'hellaswag': 'hellaswag', 'arc_easy': 'arc_easy', 'lambada': 'lambada_openai'}
@@ -340,7 +340,8 @@ def split_error(path, name, split):
 
 
 if __name__ == '__main__': # the script; the functions above can be imported by the tests
-    sys.stdout.reconfigure(line_buffering=True) # progress reaches a pipe (tee, nohup, a scheduler's log) at once
+    if hasattr(sys.stdout, 'reconfigure'): # (not a StringIO, in-process) progress reaches a pipe at once
+        sys.stdout.reconfigure(line_buffering=True)
     # -----------------------------------------------------------------------------
     out_dir = 'out' # reads out_dir/ckpt.pt, writes out_dir/eval.json
     tasks = 'fineweb,piqa,hellaswag,arc_easy,lambada' # fineweb: the test split protocol; others: lm-eval names
@@ -357,14 +358,9 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
     # -----------------------------------------------------------------------------
-    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
-    if ptdtype is None:
-        raise SystemExit(f"eval.py: --dtype={dtype}: use float32, bfloat16 or float16")
-    for k in ('batch_size', 'limit'):
-        if globals()[k] <= 0:
-            raise SystemExit(f"eval.py: --{k}={globals()[k]} must be positive")
-    if task_limit < 0:
-        raise SystemExit(f"eval.py: --task_limit={task_limit} must be >= 0 (0: all samples)")
+    check_config(globals(), 'eval.py') # every key against its row of common.KEYS (--help prints them)
+    check_folder(out_dir, 'out_dir', 'eval.py') # eval.json is written there: one line now, not after the work
+    ptdtype = getattr(torch, dtype)
     device_type = check_device(device, 'eval.py')
     set_threads(device_type, threads) # a busy machine: fewer threads
     ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)

@@ -37,7 +37,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, discounted_returns,
                    hnet_ratio_loss, next_byte_nll)
-from common import bpe_gates, check_device, gpu_peak_flops, load_bpe, open_corpus, set_threads
+from common import KEYS, bpe_gates, check_config, check_folder, gpu_peak_flops, load_bpe, open_corpus, set_threads
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
@@ -108,8 +108,8 @@ seed = 1337
 threads = 0 # CPU intra-op threads; 0: the cores other processes leave idle, checked at the start and every eval
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
-root = os.path.dirname(os.path.abspath(__file__)) # the repository: configurator.py, prepare.py, config/, data/
-exec(open(os.path.join(root, 'configurator.py')).read()) # overrides from the command line or a config file
+exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # the overrides
+check_config(globals(), 'train.py') # every key against its row of KEYS (imported for --help to print), the device too
 config = {k: globals()[k] for k in config_keys} # will be useful for logging
 model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
 from model import BOS # after the configurator, so it is not a config key
@@ -118,22 +118,7 @@ from model import BOS # after the configurator, so it is not a config key
 # iterations i..i+n-1); -1: off
 signal_at_iter, nan_at_iter, nan_iters = (int(os.environ.get(f'NANOTOK_{k}', d)) for k, d in
                                           (('SIGNAL_AT_ITER', -1), ('NAN_AT_ITER', -1), ('NAN_ITERS', 1)))
-# values the configurator cannot judge by their type: one line each, before any work starts
-for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters', 'eval_interval', 'log_interval',
-          'max_bad_steps'):
-    if config[k] <= 0:
-        raise SystemExit(f"train.py: --{k}={config[k]} must be positive")
-if not 0 < rate < 1: # 0 was a math domain error, 1.5 trained at 0.98, and uniform skipped every step
-    raise SystemExit(f"train.py: --rate={rate} must be in (0, 1), the share of bytes that end a chunk, e.g. 0.2")
-if rate_loss not in ('ours', 'hnet', 'binomial'):
-    raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours', 'hnet' or 'binomial'")
-if dtype not in ('float32', 'bfloat16', 'float16'):
-    raise SystemExit(f"train.py: --dtype={dtype}: use float32, bfloat16 or float16")
-check_device(device, 'train.py') # one line for a device this machine does not have
-try:
-    UNetConfig(**{k: config[k] for k in model_keys}) # checks the variant names and their combination
-except ValueError as e:
-    raise SystemExit(f"train.py: {e}")
+check_folder(out_dir, 'out_dir', 'train.py') # one line now, not after the work, if it cannot be made or written
 # -----------------------------------------------------------------------------
 
 ddp = int(os.environ.get('RANK', -1)) != -1 # is this a torchrun run?
@@ -197,8 +182,6 @@ if init_from == 'resume':
                          "or start a new run with another --out_dir")
     for k in model_keys: # what runs, and what the checkpoint's config records, is the checkpoint's model
         globals()[k] = config[k] = getattr(saved, k)
-elif init_from != 'scratch':
-    raise SystemExit(f"train.py: init_from must be 'scratch', 'resume' or 'auto', not '{init_from}'")
 if master_process:
     print(f"{rows_per_iter} rows of up to {block_size} bytes per iteration ({ddp_world_size} processes)")
 
@@ -208,7 +191,8 @@ data_path = os.path.join(data_dir, dataset)
 needed = [os.path.join(data_path, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
 if dataset == 'pycode' and master_process and not any(map(os.path.exists, needed)): # no network needed: make it now
     print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
-    subprocess.run([sys.executable, os.path.join(root, 'prepare.py'), 'pycode', f'--out_dir={data_path}'])
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'prepare.py'),
+                    'pycode', f'--out_dir={data_path}'])
 if ddp:
     dist.barrier() # every rank, whatever its node holds: rank 0 may be making the data
 try:
@@ -378,7 +362,7 @@ def save_checkpoint():
     os.replace(ckpt_path + '.tmp', ckpt_path)
 
 if wandb_log and master_process:
-    import wandb
+    import wandb # (its import was checked by check_config)
     wandb.init(project=wandb_project, name=wandb_run_name, config=config)
 
 stop_signal = 0 # set by SIGTERM (preemption) or SIGUSR1 (SLURM's warning ahead of it); read at the end of a step

@@ -289,6 +289,8 @@ def test_one_line_errors(ckpt, tmp_path):
         "doc_to_choice: '{{[sol1, sol2]}}'\n")
     n_gpu = torch.cuda.device_count()
     cases = [(('--tasks=fineweb',), ['none has no test split', '--split=val'], 'python prepare.py'),
+             (('--tasks=fineweb', '--out_dir=/proc/nanotok'), ['--out_dir=/proc/nanotok: cannot write in /proc'], None),
+             (('--tasks=fineweb', '--limit=0'), ['--limit=0 must be > 0'], None),
              (('--tasks=fineweb', '--dataset=pycode'), ['pycode has no test split', '--split=val'], 'python prepare.py'),
              (('--tasks=fineweb', '--dataset=broken', '--split=val'), [f"cannot read {tmp_path / 'broken'}"], None),
              (('--tasks=fineweb', '--split=tset'), ['no tset split', '(it has val)', '--split=val'], None),

@@ -296,7 +296,9 @@ def test_unknown_encoding(ckpts, plugin):
 
 def test_bad_values_name_the_flag(ckpts):
     cases = [('--max_new_tokens=-1', '--max_new_tokens=-1 must be >= 0'), ('--top_k=0', '--top_k=0 must be > 0'),
-             ('--dtype=fp8', '--dtype=fp8')]
+             ('--dtype=fp8', '--dtype=fp8'), ('--temperature=0', '--temperature=0.0 must be > 0'),
+             ('--max_new_tokens=1000000000', '--num_samples=3 x --max_new_tokens=1000000000 must be at most 10,000,000')]
+    # (the last: 30 GB, which one sample took before printing a byte)
     if not torch.cuda.is_available():
         cases.append(('--device=cuda', 'no CUDA GPU; use --device=cpu'))
     if not torch.backends.mps.is_available():  # --device=mps on Linux, or on a Mac without MPS

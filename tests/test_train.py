@@ -479,7 +479,8 @@ def test_bpe_guidance_reads_a_tiktoken_file(tmp_path):
 
 def test_bad_flags_name_the_key(tmp_path, data_dir):
     cases = (('--batch_sise=4', 'batch_sise'), ('--batch_size=0', 'batch_size=0'),
-             ('--gater=seq', "unknown gater 'seq'"), ('--dtype=fp8', 'dtype=fp8')) # types: tests/test_configurator.py
+             ('--gater=seq', "--gater=seq must be one of 'sequential',"), ('--dtype=fp8', 'dtype=fp8')) # (and
+    # every key's type and range: tests/test_configurator.py)
     procs = [subprocess.Popen([sys.executable, 'train.py', arg], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for arg, _ in cases] # all at once: each is an import
     for (arg, key), p in zip(cases, procs):
@@ -546,7 +547,17 @@ BAD = {'--rate=0': '--rate=0.0 must be in (0, 1)', '--rate=1.5': '--rate=1.5 mus
        '--device=nonsense': '--device=nonsense is not a device', '--bach_size=4': 'did you mean --batch_size',
        '--nan_at_iter=2': "unknown config key 'nan_at_iter'", # fault injection comes from the environment
        '--dataset=pydocs': 'python prepare.py pydocs --out_dir=', # a name prepare.py knows
-       '--dataset=mine': 'is not in'}
+       '--dataset=mine': 'is not in',
+       # issue 37: once silently wrong runs or tracebacks (every key's range: tests/test_configurator.py)
+       '--grad_clip=-1': '--grad_clip=-1.0 must be >= 0', '--early_weight=1.5': '--early_weight=1.5 must be in [0, 1]',
+       '--prescribe=foo': "--prescribe=foo must be one of '', 'bpe'", '--n_down=-1': '--n_down=-1 must be >= 0',
+       '--max_iters=-5': '--max_iters=-5 must be >= 0', '--n_head=0': '--n_head=0 must be > 0',
+       '--n_embd=-64': '--n_embd=-64 must be >= 2', '--window=-1': '--window=-1 must be >= 0',
+       '--filter_size=0': '--filter_size=0 must be > 0', '--threads=-1': '--threads=-1 must be >= 0',
+       '--learning_rate=-0.003': '--learning_rate=-0.003 must be > 0', '--learning_rate=1e999': 'must be finite',
+       # and the folders: one that cannot be made, an empty name, a data_dir for pycode that cannot be made
+       '--out_dir=/proc/nanotok': '--out_dir=/proc/nanotok: cannot write in /proc',
+       '--out_dir=': '--out_dir= must be a folder'}
 
 
 def exit_message(*args):
@@ -568,7 +579,7 @@ def test_each_bad_input_is_one_line_and_writes_nothing(tmp_path, data_dir):
     line = {}
     for i, bad in enumerate(BAD):
         msg = exit_message(*TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path / str(i)}',
-                           *bad.split())
+                           '--threads=1', *bad.split()) # (threads: the cores left idle, looked at in this process)
         assert isinstance(msg, str) and '\n' not in msg and BAD[bad] in msg, (bad, msg)
         assert not os.path.exists(tmp_path / str(i)), bad # nothing written
         line[bad] = msg
@@ -579,6 +590,25 @@ def test_each_bad_input_is_one_line_and_writes_nothing(tmp_path, data_dir):
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [line['--rate=0']]
     out = run([sys.executable, 'train.py', '--help']).stdout
     assert '--rate=0.2' in out and 'nan_at_iter' not in out and 'signal_at_iter' not in out # no test-only options
+
+
+def test_what_a_run_needs_of_the_machine_fails_in_one_line_before_any_work(tmp_path, data_dir, monkeypatch):
+    """ issue 37: an out_dir or a data_dir that is a file, an out_dir under one, --wandb_log=True without wandb: one
+        line each and nothing made; '~' in out_dir is the home folder (it made a folder named '~') """
+    (tmp_path / 'file').write_text('not a folder')
+    monkeypatch.setitem(sys.modules, 'wandb', None) # `import wandb` fails, as where it is not installed
+    cases = {f'--out_dir={tmp_path / "file"}': f'--out_dir={tmp_path / "file"} must be a folder',
+             f'--out_dir={tmp_path / "file" / "run"}': f'{tmp_path / "file"} is a file, not a folder',
+             f'--data_dir={tmp_path / "file"}': f"--data_dir={tmp_path / 'file'} must be a folder or ''",
+             '--wandb_log=True': '--wandb_log=True needs wandb: pip install wandb'}
+    for arg, says in cases.items():
+        msg = exit_message(*TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path / "out"}',
+                           '--threads=1', arg)
+        assert isinstance(msg, str) and '\n' not in msg and says in msg, (arg, msg)
+        assert sorted(os.listdir(tmp_path)) == ['file'] # no out_dir, no log.jsonl
+    r = run(train_cmd('~/run', data_dir, '--max_iters=0'), HOME=str(tmp_path))
+    assert r.returncode == 0 and (tmp_path / 'run' / 'log.jsonl').exists(), r.stderr[-2000:]
+    assert not os.path.exists(os.path.join(ROOT, '~')) # (train.py runs in ROOT)
 
 
 def test_a_resume_refuses_model_flags_that_contradict_its_checkpoint(tmp_path, data_dir, full_run):
