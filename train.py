@@ -113,9 +113,8 @@ check_config(globals(), 'train.py') # every key against its row of KEYS (importe
 config = {k: globals()[k] for k in config_keys} # will be useful for logging
 model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
 from model import BOS # after the configurator, so it is not a config key
-# fault injection for tests/test_train.py, from the environment, not options: NANOTOK_SIGNAL_AT_ITER=i (rank 0 sends
-# itself SIGTERM in iteration i), NANOTOK_NAN_AT_ITER=i and NANOTOK_NAN_ITERS=n (the last rank's loss is NaN in
-# iterations i..i+n-1); -1: off
+# fault injection for the tests, from the environment: NANOTOK_SIGNAL_AT_ITER=i (rank 0 sends itself NANOTOK_SIGNALS,
+# default TERM, in iteration i), NANOTOK_NAN_AT_ITER=i, NANOTOK_NAN_ITERS=n (the last rank's loss is NaN in i..i+n-1)
 signal_at_iter, nan_at_iter, nan_iters = (int(os.environ.get(f'NANOTOK_{k}', d)) for k, d in
                                           (('SIGNAL_AT_ITER', -1), ('NAN_AT_ITER', -1), ('NAN_ITERS', 1)))
 check_folder(out_dir, 'out_dir', 'train.py') # one line now, not after the work, if it cannot be made or written
@@ -365,12 +364,17 @@ if wandb_log and master_process:
     import wandb # (its import was checked by check_config)
     wandb.init(project=wandb_project, name=wandb_run_name, config=config)
 
-stop_signal = 0 # set by SIGTERM (preemption) or SIGUSR1 (SLURM's warning ahead of it); read at the end of a step
+stop_signal = 0 # SIGTERM (preemption), SIGUSR1 (SLURM's warning ahead of it) or Ctrl-C, read at the end of a step
 def on_signal(signum, frame):
     global stop_signal
+    if signum == signal.SIGINT and stop_signal: # a second Ctrl-C: out now, without this step's checkpoint
+        last = f"the last checkpoint is {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint was written"
+        raise SystemExit(f"train.py: stopped by a second Ctrl-C in iteration {iter_num}, unsaved; {last}")
+    if signum == signal.SIGINT and master_process: # written straight to the file: safe inside a print
+        os.write(2, b"train.py: Ctrl-C: saving after this step, then exiting (Ctrl-C again: exit now, unsaved)\n")
     stop_signal = signum
-signal.signal(signal.SIGTERM, on_signal)
-signal.signal(signal.SIGUSR1, on_signal)
+for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+    signal.signal(sig, on_signal)
 
 def fetch(it, micro_step):
     """ this process's rows of its micro-step micro_step of iteration it, on their way to the device -> X, M,
@@ -416,8 +420,9 @@ while True:
     stats = torch.zeros(9, device=device)
     undecided = torch.zeros(2, device=device) # gate probabilities in (0.1, 0.9), real positions
     finite = torch.ones((), dtype=torch.bool, device=device)
-    if iter_num == signal_at_iter and master_process:
-        os.kill(os.getpid(), signal.SIGTERM) # fault injection (tests): rank 0 alone is preempted
+    if iter_num == signal_at_iter and master_process: # fault injection (tests): rank 0 alone is preempted
+        for sig in os.environ.get('NANOTOK_SIGNALS', 'TERM').split(','):
+            os.kill(os.getpid(), getattr(signal, 'SIG' + sig))
     for micro_step in range(accum):
         X, M, prescribed, micro = nxt or fetch(iter_num, micro_step) # fetched during the last backward, if any
         torch.manual_seed(sample_seed(iter_num, micro) * share + ddp_rank % share) # the gates' draw

@@ -196,6 +196,26 @@ def test_sigusr1_stops_one_process_and_auto_resumes_it_exactly(tmp_path, data_di
     assert all(0 <= r['undecided'] <= 1 for r in full if r['split'] == 'train') # a learned gater: its share logged
 
 
+def test_ctrl_c_saves_as_sigterm_does_and_a_second_ctrl_c_exits_at_once(tmp_path, data_dir):
+    """ SIGINT in iteration 3 (NANOTOK_SIGNALS: rank 0 sends it to itself, once or twice in a row): once, the step
+        ends, the checkpoint is saved and the run exits 0 as on SIGTERM (it was a KeyboardInterrupt traceback, and all
+        since the last eval lost); twice, it exits at once, unsaved, in one line """
+    args = ['--max_iters=20', '--eval_interval=20']
+    procs = [subprocess.Popen(train_cmd(tmp_path / n, data_dir, *args), cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS='1',
+                              NANOTOK_SIGNAL_AT_ITER='3', NANOTOK_SIGNALS=n)) for n in ('INT', 'INT,INT')]
+    (out, err), (_, err2) = [p.communicate(timeout=600) for p in procs]
+    notice = 'train.py: Ctrl-C: saving after this step, then exiting (Ctrl-C again: exit now, unsaved)'
+    assert procs[0].returncode == 0 and err.strip().splitlines() == [notice], err[-3000:]
+    assert 'stopped by SIGINT after iteration 3' in out and '--init_from=resume' in out
+    assert torch.load(tmp_path / 'INT' / 'ckpt.pt', weights_only=True)['iter_num'] == 4
+    assert procs[1].returncode == 1 and err2.strip().splitlines() == [
+        notice, 'train.py: stopped by a second Ctrl-C in iteration 3, unsaved; no checkpoint was written'], err2[-3000:]
+    assert not (tmp_path / 'INT,INT' / 'ckpt.pt').exists()
+
+
+
+
 def test_non_finite_steps_in_a_row_stop_the_run_with_its_last_good_checkpoint(tmp_path, data_dir):
     r = run(train_cmd(tmp_path, data_dir, '--max_iters=20', '--eval_interval=2', '--max_bad_steps=3'),
             NANOTOK_NAN_AT_ITER='3', NANOTOK_NAN_ITERS='99')
