@@ -4,6 +4,7 @@ BPE guidance, devices, CPU threads and GPU peak FLOPs. model.py holds the byte U
 and experiments.py import from here.
 """
 
+import errno
 import math
 import os
 import re
@@ -16,6 +17,11 @@ import torch
 
 from model import ByteUNet, UNetConfig, GATERS, DOWNSAMPLERS, UPSAMPLERS
 from prepare import check_folder # an output folder: one line before the work if it cannot be made (torch-free)
+
+try:
+    import fcntl # the out_dir lock; Windows has none, and runs unlocked
+except ImportError:
+    fcntl = None
 
 # -----------------------------------------------------------------------------
 # every config key of train.py, sample.py and eval.py, one row each: 'TYPE[, RULE]: why'. A RULE is `> N`, `>= N`,
@@ -145,6 +151,30 @@ def check_config(ns, script):
             UNetConfig(**{k: ns[k] for k in model_keys}) # n_embd and n_head together, and the variants' own checks
         except ValueError as e:
             raise SystemExit(f"{script}: {e}") from None
+
+
+def lock(out_dir, script, take=True):
+    """ a run's hold on out_dir: an exclusive flock on out_dir/lock, which holds the pid and which the kernel drops when
+        the process ends, killed too (a stale lock file blocks nothing) -> the open file, kept while the run lasts. Held
+        by another process: one line. take=False only looks, making nothing """
+    path = os.path.join(out_dir, 'lock')
+    if fcntl is None or not (take or os.path.exists(path)):
+        return None
+    f = open(path, 'a+')
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EACCES): # a file system without flock: unlocked, as on Windows
+            return None
+        f.seek(0)
+        raise SystemExit(f"{script}: {out_dir} is in use by another train.py (pid {f.read().strip() or '?'}); wait for "
+                         f"it to end, or stop it, or use another --out_dir") from None
+    if not take:
+        return f.close()
+    f.truncate(0)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
 
 
 def cpu_threads(share=1, window=0.2):

@@ -37,7 +37,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, discounted_returns,
                    hnet_ratio_loss, next_byte_nll)
-from common import KEYS, bpe_gates, check_config, check_folder, gpu_peak_flops, load_bpe, open_corpus, set_threads
+from common import (KEYS, bpe_gates, check_config, check_folder, gpu_peak_flops, load_bpe, lock, open_corpus,
+                    set_threads)
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
@@ -155,8 +156,10 @@ iter_num, best_val_loss, bytes_seen, bad_steps, off_target = 0, 1e9, 0, 0, 0
 ckpt_path, log_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl')
 if init_from == 'auto': # a requeued job reruns the same command: resume if a checkpoint is there
     init_from = 'resume' if os.path.exists(ckpt_path) else 'scratch'
-    if master_process:
-        print(f"init_from='auto': " + ('resuming from ' if init_from == 'resume' else 'from scratch, no ') + ckpt_path)
+    if master_process and init_from == 'scratch':
+        print(f"init_from='auto': from scratch, no {ckpt_path}")
+if master_process:
+    lock(out_dir, 'train.py', take=False) # another train.py writing into out_dir now: one line, before the checks below
 if init_from == 'scratch' and os.path.exists(ckpt_path):
     raise SystemExit(f"train.py: {ckpt_path} exists; continue it with --init_from=resume (or auto), or start over "
                      f"with another --out_dir or after removing it")
@@ -173,6 +176,9 @@ if init_from == 'resume':
         why = type(e).__name__ + ('' if 'weights_only' in str(e) else f": {str(e).partition(chr(10))[0][:150]}")
         raise SystemExit(f"train.py: {ckpt_path} is truncated or not a nanotok checkpoint ({why}); to start over, "
                          f"move it away (or use another --out_dir) and rerun with --init_from=scratch")
+    if iter_num > max_iters and not eval_only: # (it would evaluate, then save the checkpoint with this max_iters)
+        raise SystemExit(f"train.py: {ckpt_path} is at iteration {iter_num}, past --max_iters={max_iters}: nothing to "
+                         f"train, it stays as it is; raise --max_iters to go on, or evaluate it with --eval_only=True")
     clash = [k for k in model_keys if k in _overrides and globals()[k] != getattr(saved, k)]
     if clash: # model flags a resume would otherwise ignore: refused by name, not silently dropped
         raise SystemExit(f"train.py: resuming {ckpt_path}, whose model has "
@@ -182,7 +188,8 @@ if init_from == 'resume':
     for k in model_keys: # what runs, and what the checkpoint's config records, is the checkpoint's model
         globals()[k] = config[k] = getattr(saved, k)
 if master_process:
-    print(f"{rows_per_iter} rows of up to {block_size} bytes per iteration ({ddp_world_size} processes)")
+    print((f"resumed from iter {iter_num} of {ckpt_path}\n" if init_from == 'resume' else '')
+          + f"{rows_per_iter} rows of up to {block_size} bytes per iteration ({ddp_world_size} processes)")
 
 # data: documents as bytes, cut into rows; a row is BOS + a window of up to block_size-1 consecutive bytes of one
 # document (a document of n bytes gives ceil(n/(block_size-1)) rows), the last one padded with a loss mask
@@ -270,6 +277,7 @@ if init_from == 'resume':
     checkpoint = None # free up memory
 if master_process: # the first write of the run, once every check has passed
     os.makedirs(out_dir, exist_ok=True)
+    out_lock = lock(out_dir, 'train.py') # held until the process ends: a second train.py into out_dir is refused
     def before(line): # rows a killed run wrote past its checkpoint come again: drop them (a fresh run: all of them)
         try:
             return line.endswith('\n') and json.loads(line)['iter'] < iter_num and init_from == 'resume'
@@ -410,7 +418,7 @@ while True:
                           f"{rate:.3f} for {off_target} evals: the gater may be collapsing")
             if val['loss'] < best_val_loss or always_save_checkpoint:
                 best_val_loss = min(best_val_loss, val['loss'])
-                if iter_num > 0 or init_from == 'resume':
+                if (iter_num > 0 or init_from == 'resume') and not eval_only: # eval_only leaves ckpt.pt as it is
                     save_checkpoint()
     if eval_only or iter_num >= max_iters:
         break

@@ -214,6 +214,44 @@ def test_ctrl_c_saves_as_sigterm_does_and_a_second_ctrl_c_exits_at_once(tmp_path
     assert not (tmp_path / 'INT,INT' / 'ckpt.pt').exists()
 
 
+def test_a_run_owns_its_out_dir_and_a_killed_one_leaves_no_lock_behind(tmp_path, data_dir):
+    """ a second train.py into an out_dir that a running one writes is refused in one line (both ran, into one log,
+        either checkpoint winning); after a kill -9 the lock file is still there, yet blocks nothing """
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+    p = subprocess.Popen(train_cmd(tmp_path, data_dir, '--max_iters=100000', '--eval_interval=100000'), cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        next(line for line in p.stdout if line.startswith('iter 0/')) # it has made out_dir and holds it
+        log = (tmp_path / 'log.jsonl').read_bytes()
+        r = run(train_cmd(tmp_path, data_dir, '--max_iters=2', '--init_from=auto'))
+    finally:
+        p.kill()
+        p.wait(timeout=600)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f'train.py: {tmp_path} is in use by another train.py (pid {p.pid}); wait for it to end, or stop it, or use '
+        f'another --out_dir'], r.stderr[-2000:]
+    assert (tmp_path / 'log.jsonl').read_bytes().startswith(log) and (tmp_path / 'lock').exists()
+    train(tmp_path, data_dir, '--max_iters=2', '--eval_interval=2') # killed: its lock went with it
+
+
+def test_eval_only_and_a_max_iters_behind_the_checkpoint_leave_it_as_it_is(tmp_path, data_dir, full_run):
+    """ --eval_only=True evaluates and writes no ckpt.pt (it rewrote the saved config: dataset, max_iters, eval_only);
+        a resume with --max_iters below the checkpoint's iteration says so in one line (it evaluated, then saved the
+        checkpoint with the lower max_iters); a resume says where it starts """
+    shutil.copytree(full_run[0], tmp_path / 'run')
+    ckpt = (tmp_path / 'run' / 'ckpt.pt').read_bytes()
+    r = run(train_cmd(tmp_path / 'run', data_dir, '--init_from=resume', '--eval_only=True', '--max_iters=0',
+                      '--eval_iters=1'))
+    assert r.returncode == 0 and f"resumed from iter 12 of {tmp_path / 'run' / 'ckpt.pt'}" in r.stdout, r.stderr[-2000:]
+    assert 'iter 12/0 val: bpb ' in r.stdout and (tmp_path / 'run' / 'ckpt.pt').read_bytes() == ckpt
+    log = (tmp_path / 'run' / 'log.jsonl').read_bytes()
+    msg = exit_message(*TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path / "run"}',
+                       '--threads=1', '--init_from=resume', '--max_iters=4')
+    assert msg == (f"train.py: {tmp_path / 'run' / 'ckpt.pt'} is at iteration 12, past --max_iters=4: nothing to "
+                   f"train, it stays as it is; raise --max_iters to go on, or evaluate it with --eval_only=True")
+    assert (tmp_path / 'run' / 'ckpt.pt').read_bytes() == ckpt and (tmp_path / 'run' / 'log.jsonl').read_bytes() == log
+
+
 
 
 def test_non_finite_steps_in_a_row_stop_the_run_with_its_last_good_checkpoint(tmp_path, data_dir):
