@@ -227,21 +227,48 @@ def check_device(device, script):
     return dev.type
 
 
+def read_checkpoint(path, script, fix, needs=()):
+    """ train.py's ckpt.pt at path -> the checkpoint dict, on the CPU (a checkpoint from any device loads, and the
+        device holds one copy, not two); a truncated or foreign file ends `script` with one line naming it and `fix`,
+        never a traceback or torch's advice to unpickle it unsafely """
+    try:
+        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+        UNetConfig(**checkpoint['model_args']) # a model this code can build
+        [checkpoint[k] for k in ('model', 'config', 'iter_num', *needs)] # and the keys the caller reads
+    except Exception as e: # cut short by a kill mid-copy, another program's file, a pickle of anything
+        why = type(e).__name__ + ('' if 'weights_only' in str(e) else f": {str(e).partition(chr(10))[0][:150]}")
+        raise SystemExit(f"{script}: {path} is truncated or not a nanotok checkpoint ({why}); {fix}") from None
+    return checkpoint
+
+
 def load_checkpoint(out_dir, device, script):
     """ out_dir/ckpt.pt (train.py's) -> the model, in eval mode on device, and the checkpoint dict; a missing or
         unreadable file ends `script` with one line naming it, not a traceback """
     path = os.path.join(out_dir, 'ckpt.pt')
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
         raise SystemExit(f"{script}: no checkpoint {path}; train one first: python train.py --out_dir={out_dir}")
-    try: # on the CPU first: a checkpoint from any device loads, and the device holds one copy, not two
-        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+    checkpoint = read_checkpoint(path, script, f"train one with python train.py --out_dir={out_dir}")
+    try:
         model = ByteUNet(UNetConfig(**checkpoint['model_args']))
         model.load_state_dict(checkpoint['model']) # train.py saves the uncompiled raw_model's state_dict
-        model = model.eval().to(device)
-    except Exception as e: # a truncated file, another format, a device that is not there
+        return model.eval().to(device), checkpoint
+    except Exception as e: # weights of another shape, a device that is not there
         why = str(e).partition('\n')[0]
-        raise SystemExit(f"{script}: cannot load {path}: {type(e).__name__}: {why}")
-    return model, checkpoint
+        raise SystemExit(f"{script}: cannot load {path}: {type(e).__name__}: {why}") from None
+
+
+def save_checkpoint(checkpoint, path, script):
+    """ written to a temporary name, then renamed: a crash mid-write never leaves a broken ckpt.pt. A write that fails
+        (a full disk) ends `script` with one line, the last checkpoint left as it was """
+    try:
+        torch.save(checkpoint, path + '.tmp')
+        os.replace(path + '.tmp', path)
+    except (OSError, RuntimeError) as e: # torch's own writer fails with a RuntimeError
+        if os.path.exists(path + '.tmp'):
+            os.remove(path + '.tmp')
+        last = "no checkpoint was saved" if not os.path.exists(path) else \
+            "the last one is as it was: resume it with --init_from=resume when there is room"
+        raise SystemExit(f"{script}: cannot write {path} ({getattr(e, 'strerror', None) or str(e)[:200]}); {last}")
 
 
 # GPT-2's pre-tokenisation regex, as tiktoken's gpt2 uses it (its r50k_pat_str)

@@ -38,7 +38,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, discounted_returns,
                    hnet_ratio_loss, next_byte_nll)
 from common import (KEYS, bpe_gates, check_config, check_folder, gpu_peak_flops, load_bpe, lock, open_corpus,
-                    set_threads)
+                    read_checkpoint, save_checkpoint, set_threads)
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
@@ -166,16 +166,11 @@ if init_from == 'scratch' and os.path.exists(ckpt_path):
 if init_from == 'resume':
     if not os.path.exists(ckpt_path):
         raise SystemExit(f"train.py: init_from='resume' but there is no {ckpt_path}")
-    try: # a file cut short by a kill mid-copy, or another program's ckpt.pt: one line, not a traceback
-        checkpoint = torch.load(ckpt_path, map_location='cpu', weights_only=True) # to the device with the model
-        saved = UNetConfig(**checkpoint['model_args']) # the architecture is the checkpoint's
-        iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
-        bytes_seen = checkpoint['bytes_seen']
-        bad_steps, off_target = checkpoint.get('bad_steps', 0), checkpoint.get('off_target', 0)
-    except Exception as e:
-        why = type(e).__name__ + ('' if 'weights_only' in str(e) else f": {str(e).partition(chr(10))[0][:150]}")
-        raise SystemExit(f"train.py: {ckpt_path} is truncated or not a nanotok checkpoint ({why}); to start over, "
-                         f"move it away (or use another --out_dir) and rerun with --init_from=scratch")
+    checkpoint = read_checkpoint(ckpt_path, 'train.py', "to start over, move it away (or use another --out_dir) and "
+                                 "rerun with --init_from=scratch", ('optimizer', 'best_val_loss', 'bytes_seen'))
+    saved = UNetConfig(**checkpoint['model_args']) # the architecture is the checkpoint's
+    iter_num, best_val_loss, bytes_seen = checkpoint['iter_num'], checkpoint['best_val_loss'], checkpoint['bytes_seen']
+    bad_steps, off_target = checkpoint.get('bad_steps', 0), checkpoint.get('off_target', 0)
     if iter_num > max_iters and not eval_only: # (it would evaluate, then save the checkpoint with this max_iters)
         raise SystemExit(f"train.py: {ckpt_path} is at iteration {iter_num}, past --max_iters={max_iters}: nothing to "
                          f"train, it stays as it is; raise --max_iters to go on, or evaluate it with --eval_only=True")
@@ -360,13 +355,11 @@ def log(row):
     if wandb_log:
         wandb.log({f"{row['split']}/{k}": v for k, v in row.items() if k != 'split'}, step=row['iter'])
 
-def save_checkpoint():
-    """ written to a temporary name, then renamed: a crash mid-write never leaves a broken ckpt.pt """
-    ckpt = dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(), model_args=asdict(raw_model.config),
-                config=config, iter_num=iter_num, best_val_loss=best_val_loss, bytes_seen=bytes_seen,
-                scaler=scaler.state_dict(), bad_steps=bad_steps, off_target=off_target)
-    torch.save(ckpt, ckpt_path + '.tmp')
-    os.replace(ckpt_path + '.tmp', ckpt_path)
+def save(): # common.save_checkpoint: atomic, and a write that fails (a full disk) is one line
+    save_checkpoint(dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(), config=config,
+                         model_args=asdict(raw_model.config), iter_num=iter_num, best_val_loss=best_val_loss,
+                         bytes_seen=bytes_seen, scaler=scaler.state_dict(), bad_steps=bad_steps, off_target=off_target),
+                    ckpt_path, 'train.py')
 
 if wandb_log and master_process:
     import wandb # (its import was checked by check_config)
@@ -419,7 +412,7 @@ while True:
             if val['loss'] < best_val_loss or always_save_checkpoint:
                 best_val_loss = min(best_val_loss, val['loss'])
                 if (iter_num > 0 or init_from == 'resume') and not eval_only: # eval_only leaves ckpt.pt as it is
-                    save_checkpoint()
+                    save()
     if eval_only or iter_num >= max_iters:
         break
 
@@ -525,7 +518,7 @@ while True:
     iter_num += 1
     if stop: # preempted: the step is done, save it and leave together
         if master_process:
-            save_checkpoint()
+            save()
         break
 
 if ddp:

@@ -288,7 +288,11 @@ def test_one_line_errors(ckpt, tmp_path):
         "output_type: multiple_choice\nvalidation_split: validation\ndoc_to_text: '{{goal}}'\ndoc_to_target: label\n"
         "doc_to_choice: '{{[sol1, sol2]}}'\n")
     n_gpu = torch.cuda.device_count()
+    (tmp_path / 'pickled').mkdir()
+    torch.save(SimpleNamespace(lr=1), tmp_path / 'pickled' / 'ckpt.pt') # a pickle, not a nanotok checkpoint
     cases = [(('--tasks=fineweb',), ['none has no test split', '--split=val'], 'python prepare.py'),
+             (('--tasks=fineweb', f'--out_dir={tmp_path / "pickled"}'), ['is truncated or not a nanotok checkpoint'],
+              'weights_only'),
              (('--tasks=fineweb', '--out_dir=/proc/nanotok'), ['--out_dir=/proc/nanotok: cannot write in /proc'], None),
              (('--tasks=fineweb', '--limit=0'), ['--limit=0 must be > 0'], None),
              (('--tasks=fineweb', '--dataset=pycode'), ['pycode has no test split', '--split=val'], 'python prepare.py'),

@@ -253,15 +253,20 @@ def test_a_bpe_guided_model_is_analyzed_on_bpe_gates_and_does_not_generate(ckpts
 # bad input: one line, the right exit code, no traceback
 
 def test_missing_or_broken_checkpoint(tmp_path):
-    """ common.load_checkpoint, which eval.py shares: one line naming the file, and what to do """
-    (tmp_path / 'cut').mkdir()
+    """ common.load_checkpoint, which eval.py shares: one line naming the file, and what to do; a file that is not a
+        nanotok checkpoint (a pickle of anything) never gets torch's advice to load it with weights_only=False """
+    import argparse
+    for name in ('cut', 'pickled'):
+        (tmp_path / name).mkdir()
     (tmp_path / 'cut' / 'ckpt.pt').write_bytes(b'PK\x03\x04 cut short by a kill mid-copy')
-    (rc, out, err), (rc2, _, err2) = run_all((f'--out_dir={tmp_path / "nowhere"}',), (f'--out_dir={tmp_path / "cut"}',))
+    torch.save(argparse.Namespace(lr=1), tmp_path / 'pickled' / 'ckpt.pt')
+    (rc, out, err), *broken = run_all(*[(f'--out_dir={tmp_path / n}',) for n in ('nowhere', 'cut', 'pickled')])
     assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
     assert str(tmp_path / 'nowhere' / 'ckpt.pt') in err and f'python train.py --out_dir={tmp_path / "nowhere"}' in err
-    rc, err = rc2, err2
-    assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
-    assert err.startswith(f'sample.py: cannot load {tmp_path / "cut" / "ckpt.pt"}: ')
+    for name, (rc, _, err) in zip(('cut', 'pickled'), broken):
+        assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(f'sample.py: {tmp_path / name / "ckpt.pt"} is truncated or not a nanotok checkpoint (')
+        assert 'weights_only' not in err and f'python train.py --out_dir={tmp_path / name}' in err
 
 
 def test_empty_prompt_starts_from_bos(ckpts):

@@ -6,7 +6,10 @@ process on the same global batch, also with the defaults' single micro-batch; th
 a collapsing rate warns; a bad ckpt.pt gets one line; every config/ file gives a valid model of its size. And as a new
 user meets it (issue 29): a rerun overwrites nothing, progress lines reach a pipe as they are printed, a run ends with
 a summary, every bad input is one line that writes nothing, a resume refuses model flags that contradict its
-checkpoint, train.py runs from any directory. Fault injection comes from NANOTOK_* environment variables.
+checkpoint, train.py runs from any directory. And nothing lost (issue 37): Ctrl-C saves as SIGTERM does and a second
+one exits at once, a run owns its out_dir, --eval_only and a max_iters behind the checkpoint leave it as it is, a full
+disk keeps the last checkpoint, folders and wandb are checked before any work. Fault injection comes from NANOTOK_*
+environment variables.
 Run: python -m pytest -q tests/test_train.py   (about eight minutes on 2 busy cores)
 """
 import argparse
@@ -252,6 +255,35 @@ def test_eval_only_and_a_max_iters_behind_the_checkpoint_leave_it_as_it_is(tmp_p
     assert (tmp_path / 'run' / 'ckpt.pt').read_bytes() == ckpt and (tmp_path / 'run' / 'log.jsonl').read_bytes() == log
 
 
+FULL_DISK = """
+import errno, os, runpy, sys
+import torch
+save, calls = torch.save, []
+def full_disk(obj, path): # the first checkpoint is written; the second fills the disk halfway through
+    calls.append(path)
+    if len(calls) == 1:
+        return save(obj, path)
+    open(path, 'wb').write(b'PK half a checkpoint')
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+torch.save = full_disk
+sys.argv = ['train.py', *sys.argv[1:]]
+sys.path.insert(0, os.getcwd())
+runpy.run_path('train.py', run_name='__main__')
+"""
+
+
+def test_a_checkpoint_that_cannot_be_written_keeps_the_last_one(tmp_path, data_dir):
+    """ a full disk at the second checkpoint (torch.save fails halfway): one line, exit 1, the first checkpoint as it
+        was and no half-written file """
+    (tmp_path / 'full_disk.py').write_text(FULL_DISK)
+    r = run([sys.executable, str(tmp_path / 'full_disk.py'), *train_cmd(tmp_path / 'out', data_dir, '--max_iters=4',
+                                                                         '--eval_interval=2')[2:]])
+    path = tmp_path / 'out' / 'ckpt.pt'
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f'train.py: cannot write {path} (No space left on device); the last one is as it was: resume it with '
+        f'--init_from=resume when there is room'], r.stderr[-3000:]
+    assert torch.load(path, weights_only=True)['iter_num'] == 2 # the first one, whole
+    assert sorted(os.listdir(tmp_path / 'out')) == ['ckpt.pt', 'lock', 'log.jsonl'] # no ckpt.pt.tmp
 
 
 def test_non_finite_steps_in_a_row_stop_the_run_with_its_last_good_checkpoint(tmp_path, data_dir):
