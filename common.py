@@ -5,9 +5,12 @@ and experiments.py import from here.
 """
 
 import errno
+import json
 import math
 import os
 import re
+import subprocess
+import sys
 import time
 from dataclasses import fields
 from itertools import accumulate
@@ -299,6 +302,16 @@ def load_bpe(name):
                              special_tokens={})
 
 
+def load_bpe_or_exit(name, script):
+    """ load_bpe(name), or one line ending `script` that names the cause (no tiktoken, an unknown name, a bad file, a
+        download that failed) """
+    try:
+        return load_bpe(name)
+    except Exception as e:
+        why = str(e).partition('\n')[0][:300]
+        raise SystemExit(f"{script}: cannot load the BPE encoding '{name}': {why}") from None
+
+
 def bpe_ends(enc, data):
     """ bytes -> the positions where a token of the tiktoken encoding `enc` ends; an invalid UTF-8 byte is a token of
         its own: b'the cat' as 'the', ' c', 'at' -> {2, 4, 6}. BPE guidance in train.py and sample.py --compare """
@@ -355,6 +368,37 @@ def row_index(off, w):
     j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k) # window number inside its document
     start = np.repeat(off[:-1], k) + j * w
     return start, np.minimum(np.repeat(off[1:], k) - start, w)
+
+
+def hms(s):
+    """ seconds -> '3m05s', or '2h07m' from an hour on """
+    return f"{s // 3600:.0f}h{s % 3600 // 60:02.0f}m" if s >= 3600 else f"{s // 60:.0f}m{s % 60:02.0f}s"
+
+
+def make_pycode(data_path):
+    """ data_path made by `python prepare.py pycode` (no network needed) when none of its files is there -> '', or
+        prepare.py's one line when it could not (a data_dir it cannot write in) """
+    if any(os.path.exists(os.path.join(data_path, f'{s}{x}')) for s in ('train', 'val')
+           for x in ('.bin', '_offsets.npy')):
+        return ''
+    print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
+    made = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'prepare.py'),
+                           'pycode', f'--out_dir={data_path}'], stderr=subprocess.PIPE, text=True)
+    return made.stderr.strip() if made.returncode else ''
+
+
+def restart_log(log_path, iter_num):
+    """ train.py's log.jsonl for a run that starts at iteration iter_num (0: a fresh run): the rows before it kept, the
+        ones a killed run wrote past its checkpoint dropped (they come again), with a line cut short by the kill """
+    def before(line):
+        try:
+            return line.endswith('\n') and json.loads(line)['iter'] < iter_num
+        except ValueError: # a line cut short by the kill
+            return False
+    rows = [line for line in open(log_path) if before(line)] if os.path.exists(log_path) else []
+    with open(log_path + '.tmp', 'w') as f:
+        f.writelines(rows)
+    os.replace(log_path + '.tmp', log_path)
 
 
 def open_corpus(data_dir, dataset, block_size):

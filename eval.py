@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from model import boundary_counts, boundary_metrics, next_byte_nll
-from common import KEYS, bpe_gates, check_config, check_device, check_folder, load_checkpoint, set_threads
+from common import KEYS, bpe_gates, check_config, check_device, check_folder, load_bpe_or_exit, load_checkpoint, \
+    set_threads
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 PAPER_TASKS = {'piqa': 'piqa', 'hellaswag': 'hellaswag', 'arc_easy': 'arc_easy', 'lambada': 'lambada_openai'}
@@ -377,12 +378,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     meta = read_meta(path) # prepare.py's record of the data, shown under the table and kept in eval.json
     enc = None
     if cfg.get('prescribe') == 'bpe': # trained on BPE boundaries: evaluated on them (they look ahead, see model.py)
-        from common import load_bpe # a tiktoken name or a .tiktoken file; tiktoken only on this path
-        try:
-            enc = load_bpe(cfg['bpe_encoding'])
-        except Exception as e:
-            raise SystemExit(f"eval.py: cannot load the BPE encoding '{cfg['bpe_encoding']}' of this BPE-guided "
-                             f"model: {str(e).partition(chr(10))[0]}") from None
+        enc = load_bpe_or_exit(cfg['bpe_encoding'], 'eval.py') # a tiktoken name or a .tiktoken file
     gater = 'bpe (prescribed)' if enc else model.config.gater
     gates_note = (f"gates: {gater} samples them, one sample per row, batch k seeded {seed} + k" if gater in STOCHASTIC
                   else f"gates: {gater}, deterministic")

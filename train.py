@@ -25,7 +25,6 @@ import json
 import math
 import time
 import signal
-import subprocess
 from contextlib import nullcontext
 from dataclasses import asdict, fields
 
@@ -37,8 +36,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, discounted_returns,
                    hnet_ratio_loss, next_byte_nll)
-from common import (KEYS, bpe_gates, check_config, check_folder, gpu_peak_flops, load_bpe, lock, open_corpus,
-                    read_checkpoint, save_checkpoint, set_threads)
+from common import (KEYS, bpe_gates, check_config, check_folder, gpu_peak_flops, hms, load_bpe_or_exit, lock,
+                    make_pycode, open_corpus, read_checkpoint, restart_log, save_checkpoint, set_threads)
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on the embedded pycode corpus that trains on a CPU in a few
@@ -188,19 +187,13 @@ if master_process:
 
 # data: documents as bytes, cut into rows; a row is BOS + a window of up to block_size-1 consecutive bytes of one
 # document (a document of n bytes gives ceil(n/(block_size-1)) rows), the last one padded with a loss mask
-data_path = os.path.join(data_dir, dataset)
-needed = [os.path.join(data_path, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
-if dataset == 'pycode' and master_process and not any(map(os.path.exists, needed)): # no network needed: make it now
-    print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
-    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'prepare.py'),
-                    'pycode', f'--out_dir={data_path}'])
+error = make_pycode(os.path.join(data_dir, dataset)) if dataset == 'pycode' and master_process else '' # if missing
 if ddp:
     dist.barrier() # every rank, whatever its node holds: rank 0 may be making the data
 try:
     data, row_start, row_len = open_corpus(data_dir, dataset, block_size) # each file checked, else one line
-    error = ''
 except SystemExit as e:
-    error = str(e)
+    error = error or str(e) # (prepare.py's line first, when it could not make pycode)
 if ddp: # the outcome is agreed, so every rank stops here or none does (no rank waits alone in a collective)
     failed = torch.tensor(float(bool(error)), device=device)
     dist.all_reduce(failed, op=dist.ReduceOp.MAX)
@@ -211,11 +204,7 @@ n_rows = {s: len(row_start[s]) for s in ('train', 'val')}
 if master_process:
     print(f"rows of {block_size} bytes: {n_rows['train']:,} per epoch of train, {n_rows['val']:,} of val")
 
-if prescribe == 'bpe':
-    try:
-        enc = load_bpe(bpe_encoding)
-    except Exception as e: # a download that failed, an unknown name, a file that is not one (load_bpe says which)
-        raise SystemExit(f"train.py: --bpe_encoding={bpe_encoding}: {str(e).partition(chr(10))[0][:300]}")
+enc = load_bpe_or_exit(bpe_encoding, 'train.py') if prescribe == 'bpe' else None # a name, a file: or one line
 
 def get_rows(split, rows):
     """ rows (array of row indices) -> X (B, T) long, M (B, T) bool real positions, prescribed gates or None """
@@ -273,15 +262,7 @@ if init_from == 'resume':
 if master_process: # the first write of the run, once every check has passed
     os.makedirs(out_dir, exist_ok=True)
     out_lock = lock(out_dir, 'train.py') # held until the process ends: a second train.py into out_dir is refused
-    def before(line): # rows a killed run wrote past its checkpoint come again: drop them (a fresh run: all of them)
-        try:
-            return line.endswith('\n') and json.loads(line)['iter'] < iter_num and init_from == 'resume'
-        except ValueError: # a line cut short by the kill
-            return False
-    rows = [line for line in open(log_path) if before(line)] if os.path.exists(log_path) else []
-    with open(log_path + '.tmp', 'w') as f:
-        f.writelines(rows)
-    os.replace(log_path + '.tmp', log_path)
+    restart_log(log_path, iter_num) # without the rows a killed run wrote past its checkpoint: they come again
 raw_model = model # unwrapped, for saving, evaluation and the MFU estimate
 learned = not prescribe and any(True for _ in raw_model.gater.parameters()) # a gater that can collapse
 if master_process:
@@ -382,9 +363,6 @@ def fetch(it, micro_step):
         prescribed, and micro, the micro-batch's place in the global batch """
     micro = micro_step * (ddp_world_size // share) + ddp_rank // share
     return *get_rows('train', np.split(train_rows(it, micro), share)[ddp_rank % share]), micro
-
-def hms(s):
-    return f"{s // 3600:.0f}h{s % 3600 // 60:02.0f}m" if s >= 3600 else f"{s // 60:.0f}m{s % 60:02.0f}s"
 
 # training loop
 stop_flag = torch.zeros((), device=device) # made once: a step sets it with fill_ only when a signal came in

@@ -647,7 +647,8 @@ BAD = {'--rate=0': '--rate=0.0 must be in (0, 1)', '--rate=1.5': '--rate=1.5 mus
        '--learning_rate=-0.003': '--learning_rate=-0.003 must be > 0', '--learning_rate=1e999': 'must be finite',
        # and the folders: one that cannot be made, an empty name, a data_dir for pycode that cannot be made
        '--out_dir=/proc/nanotok': '--out_dir=/proc/nanotok: cannot write in /proc',
-       '--out_dir=': '--out_dir= must be a folder'}
+       '--out_dir=': '--out_dir= must be a folder',
+       '--data_dir=/proc/nanotok --dataset=pycode': 'prepare.py: --out_dir=/proc/nanotok/pycode: cannot write in /proc'}
 
 
 def exit_message(*args):
