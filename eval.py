@@ -346,8 +346,8 @@ def split_error(path, name, split):
 
 
 if __name__ == '__main__': # the script; the functions above can be imported by the tests
-    if hasattr(sys.stdout, 'reconfigure'): # (not a StringIO, in-process) progress reaches a pipe at once
-        sys.stdout.reconfigure(line_buffering=True)
+    if hasattr(sys.stdout, 'reconfigure'): # (not a StringIO, in-process) progress reaches a pipe at once, and argv's
+        sys.stdout.reconfigure(line_buffering=True, errors='surrogateescape') # bytes that are not UTF-8 print as given
     # -----------------------------------------------------------------------------
     out_dir = 'out' # reads out_dir/ckpt.pt, writes out_dir/eval.json and adds a line to out_dir/eval.jsonl
     tasks = 'bpb,piqa,hellaswag,arc_easy,lambada' # bpb: the paper's test protocol (or fineweb); others: lm-eval names

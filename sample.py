@@ -98,8 +98,8 @@ def read_bytes(path):
 
 
 if __name__ == '__main__': # the script; the functions above can be imported by the tests
-    if hasattr(sys.stdout, 'reconfigure'): # (not a StringIO, in-process) each sample reaches a pipe when it is printed
-        sys.stdout.reconfigure(line_buffering=True)
+    if hasattr(sys.stdout, 'reconfigure'): # (not a StringIO, in-process) each sample reaches a pipe when it is printed,
+        sys.stdout.reconfigure(line_buffering=True, errors='surrogateescape') # and argv's bytes that are not UTF-8
     # -----------------------------------------------------------------------------
     out_dir = 'out' # reads out_dir/ckpt.pt
     start = "\n" # or "" (BOS alone), or "FILE:prompt.txt" (the file's bytes)
@@ -146,7 +146,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
               + ', '.join(f"{k.replace('_per_', '/')} {r[k]:.4f}" for k in keys))
         sys.exit(0)
 
-    prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8')
+    prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8', 'surrogateescape') # as given
     ids = [_BOS] + list(prompt) # an empty prompt is BOS alone
     if len(ids) > block_size - 1: # a row is at most block_size - 1 bytes, BOS included (see ByteUNet.generate)
         print(f"sample.py: the prompt is {len(prompt)} bytes and the model reads {block_size - 2} after BOS; "

@@ -19,8 +19,8 @@ The gater's training signal, inline in the loop below, departs from textbook REI
 
 import os
 import sys
-if hasattr(sys.stdout, 'reconfigure'): # a file or a pipe (not a StringIO, in-process)
-    sys.stdout.reconfigure(line_buffering=True) # each line as it comes, through a pipe too (tee, nohup, a batch log)
+if hasattr(sys.stdout, 'reconfigure'): # a file or a pipe (not a StringIO, in-process); each line as it comes, through
+    sys.stdout.reconfigure(line_buffering=True, errors='surrogateescape') # a pipe too; argv's bytes that are not UTF-8
 import json
 import math
 import time

@@ -315,6 +315,18 @@ def test_bad_values_name_the_flag(ckpts):
         assert rc != 0 and says in err and 'Traceback' not in err and len(err.strip().splitlines()) == 1, flag
 
 
+def test_a_prompt_whose_bytes_are_not_utf8_is_read_as_those_bytes(ckpts):
+    """ argv holds bytes on Linux: a prompt of invalid UTF-8 (a Latin-1 file name pasted in) is the prompt's bytes, as
+        the model reads bytes (it was a UnicodeEncodeError traceback), and prints, even where stdout is strict UTF-8 """
+    prompt = b'caf\xe9 \xff'
+    r = subprocess.run([sys.executable, 'sample.py', f'--out_dir={ckpts["whitespace"]}'.encode(), b'--start=' + prompt,
+                        b'--max_new_tokens=5', b'--num_samples=1', b'--show_boundaries'], cwd=ROOT, capture_output=True,
+                       env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONIOENCODING='utf-8:strict'))
+    assert r.returncode == 0 and b'Traceback' not in r.stderr, r.stderr[-2000:]
+    assert b'\n--- learned: 11 bytes in ' in r.stdout # the 6 bytes as given, then 5 more
+    assert samples(r.stdout.decode('utf-8', 'replace').split('\n', 5)[-1])[0].startswith('caf\ufffd |\ufffd')
+
+
 def test_runs_without_the_optional_packages(ckpts, lean, tmp_path):
     """ tiktoken, lm_eval, datasets, tqdm, matplotlib and wandb fail to import (lean's stubs): sampling and --analyze
         need only torch and numpy; --compare says in one line what to install """
