@@ -1,17 +1,187 @@
 """
-What the scripts share that is not the network: checkpoints, the corpus files, BPE guidance, devices, CPU threads and
-GPU peak FLOPs. model.py holds the byte U-Net alone; train.py, sample.py, eval.py and experiments.py import from here.
+What the scripts share that is not the network: the table of config keys, checkpoints, output folders, the corpus files,
+BPE guidance, devices, CPU threads and GPU peak FLOPs. model.py holds the byte U-Net alone; train.py, sample.py, eval.py
+and experiments.py import from here.
 """
 
+import errno
+import json
+import math
 import os
 import re
+import subprocess
+import sys
 import time
+from dataclasses import fields
 from itertools import accumulate
 
 import numpy as np
 import torch
 
-from model import ByteUNet, UNetConfig
+from model import ByteUNet, UNetConfig, GATERS, DOWNSAMPLERS, UPSAMPLERS
+from prepare import check_folder # an output folder: one line before the work if it cannot be made (torch-free)
+
+try:
+    import fcntl # the out_dir lock; Windows has none, and runs unlocked
+except ImportError:
+    fcntl = None
+
+# -----------------------------------------------------------------------------
+# every config key of train.py, sample.py and eval.py, one row each: 'TYPE[, RULE]: why'. A RULE is `> N`, `>= N`,
+# `in (a, b)` (brackets as in maths), `one of 'x', 'y'`, `a folder` (not empty, not a file), `a folder or ''` or
+# `a path`, '~' expanded in the last three. check_config holds a script's values to their rows after the configurator,
+# before any folder or file is made, and the configurator's --help prints them.
+one_of = lambda names: 'one of ' + ', '.join(f"'{n}'" for n in names)
+KEYS = {
+    'out_dir': "str, a folder: train.py writes ckpt.pt and log.jsonl there, sample.py and eval.py read its ckpt.pt",
+    'eval_interval': "int > 0: iterations between evals on the val rows, each one saving a checkpoint",
+    'log_interval': "int > 0: iterations between progress lines",
+    'eval_iters': "int > 0: val batches per eval, eval_iters x batch_size rows",
+    'eval_only': "bool: evaluate the model once and exit; ckpt.pt is never rewritten",
+    'always_save_checkpoint': "bool: save at every eval, else only when the val loss improves",
+    'init_from': f"str, {one_of(('scratch', 'resume', 'auto'))}: a new run, out_dir/ckpt.pt continued, or either",
+    'max_bad_steps': "int > 0: non-finite steps in a row that stop the run",
+    'wandb_log': "bool: log to Weights & Biases too (needs wandb)",
+    'wandb_project': "str: the wandb project",
+    'wandb_run_name': "str: the wandb run's name",
+    'dataset': "str: data_dir/<dataset>/, made by prepare.py (eval.py: '' is the checkpoint's)",
+    'data_dir': "str, a folder or '': the folder of the datasets (eval.py: '' is the checkpoint's)",
+    'gradient_accumulation_steps': "int > 0: micro-batches per optimizer step, over all processes",
+    'batch_size': "int > 0: rows per micro-batch, the batch baseline's rows (sample.py, eval.py: rows per forward)",
+    'block_size': "int >= 2: bytes per row, BOS included",
+    'n_embd': "int >= 2: the width of every level: n_head heads of an even size (RoPE)",
+    'n_head': "int > 0: attention heads",
+    'n_down': "int >= 0: byte layers before the gater",
+    'n_mid': "int >= 0: chunk layers",
+    'n_up': "int >= 0: byte layers after the upsampler",
+    'window': "int >= 0: keys a byte layer attends to, the query included; 0: all of them",
+    'attn_softcap': "float >= 0: attention scores s -> c tanh(s/c); 0: no cap",
+    'gater': f"str, {one_of(GATERS)}: where chunks end",
+    'downsampler': f"str, {one_of(DOWNSAMPLERS)}: a chunk's one vector",
+    'upsampler': f"str, {one_of(UPSAMPLERS)}: what a byte reads of its chunk",
+    'rate': "float in (0, 1): the share of bytes that end a chunk, the gater's prior and the rate loss's target",
+    'word_rate': "float in [0, 1): word gaters: their rule's own share; > 0 tops it up (or thins it) to rate",
+    'filter_size': "int > 0: w, the sequential gate sees the w-1 gates before it",
+    'gate_scale': "float > 0: s, the scale of the sequential gate's logit",
+    'gate_softcap': "float >= 0: the gate logit's cap in training; 0: no cap",
+    'nawrot_temp': "float > 0: the nawrot gater's relaxed Bernoulli temperature",
+    'prescribe': f"str, {one_of(('', 'bpe'))}: boundaries from outside the model: none, or BPE guidance",
+    'bpe_encoding': "str: prescribe='bpe': a tiktoken encoding, or a .tiktoken file",
+    'early_weight': "float in [0, 1]: lambda_e, the early-exit head's share of the byte loss",
+    'pg_weight': "float >= 0: lambda_pi, the weight of the REINFORCE loss",
+    'gamma': "float in [0, 1]: the discount of later rewards",
+    'early_exit_reward': "bool: the reward is CE_early - CE, else -CE",
+    'batch_baseline': "bool: subtract the batch mean reward at each position",
+    'rate_loss': f"str, {one_of(('ours', 'hnet', 'binomial'))}: the rate loss: ours, H-Net's ratio, Nawrot's prior",
+    'rate_weight': "float >= 0: lambda_c, the weight of the rate loss",
+    'gate_warmup': "int >= 0: learned gaters: the first steps on random boundaries, the gater's losses off (a lever)",
+    'draws': "int > 0: learned gaters: each row read draws times, each draw centred by its others (a lever)",
+    'learning_rate': "float > 0: AdamW's peak learning rate",
+    'max_iters': "int >= 0: the optimizer steps of the run",
+    'weight_decay': "float >= 0: AdamW's, on the matrices and the embedding",
+    'beta1': "float in [0, 1): AdamW's",
+    'beta2': "float in [0, 1): AdamW's",
+    'grad_clip': "float >= 0: the cap on the global gradient norm, once per optimizer step; 0: no clipping",
+    'warmup_iters': "int >= 0: steps of linear warmup from 0.1 x learning_rate",
+    'lr_decay_iters': "int >= 0: the step where the cosine reaches min_lr",
+    'min_lr': "float >= 0: the learning rate after lr_decay_iters",
+    'device': "str: cpu, cuda, cuda:N or mps, one that this machine has (check_device)",
+    'dtype': f"str, {one_of(('float32', 'bfloat16', 'float16'))}: autocast's precision",
+    'compile': "bool: torch.compile the model",
+    'peak_flops': "float >= 0: MFU's denominator in FLOP/s; 0: the GPU's own, by its name",
+    'seed': "int >= 0: the data order, the initial weights and the gate draws",
+    'threads': "int >= 0: CPU threads; 0: the cores that other processes leave idle",
+    # sample.py
+    'start': "str: the prompt, or FILE:path for the bytes of a file",
+    'num_samples': "int > 0: samples to draw",
+    'max_new_tokens': "int >= 0: bytes generated per sample; num_samples x max_new_tokens <= 1e7 (memory)",
+    'temperature': "float > 0: < 1 less random, > 1 more",
+    'top_k': "int > 0: sample from the top_k most likely bytes",
+    'show_boundaries': "bool: print a '|' after every byte that ends a chunk",
+    'compare': "str: a tiktoken encoding whose tokens are shown under the chunks",
+    'analyze': "str, a path: a file (or val, the checkpoint's val split) to measure the model on, no sampling",
+    'vocab': "int >= 0: --analyze: the most frequent chunks shown beside word ends and the --compare BPE; 0: none",
+    # eval.py
+    'tasks': "str: comma-separated: bpb (the paper's test protocol on the checkpoint's data), lm-eval tasks",
+    'split': "str: bpb: the split of the dataset (test; val for a dataset without one)",
+    'limit': "int > 0: bpb: the first `limit` documents",
+    'task_limit': "int >= 0: lm-eval tasks: the first task_limit samples of each; 0: all",
+    'include_path': "str, a folder or '': a folder of your own task YAMLs",
+}
+
+
+def key_rule(row):
+    """ a row of KEYS -> its type, a test of a value, the rule's words and the reason: 'int > 0: rows' -> int, v > 0 """
+    head, _, why = row.partition(': ')
+    kind, _, rule = head.partition(' ')
+    kind = {'int': int, 'float': float, 'bool': bool, 'str': str}[kind.rstrip(',')]
+    finite = lambda v: kind is not float or math.isfinite(v) # 1e999 is inf
+    if rule.startswith('one of '):
+        ok = lambda v: v in re.findall(r"'([^']*)'", rule)
+    elif m := re.fullmatch(r'in ([\[(])(\S+), (\S+)([\])])', rule):
+        lo, hi = float(m[2]), float(m[3])
+        ok = lambda v: finite(v) and (lo < v if m[1] == '(' else lo <= v) and (v < hi if m[4] == ')' else v <= hi)
+    elif m := re.fullmatch(r'(>=?) (\S+)', rule):
+        ok = lambda v: finite(v) and (v >= float(m[2]) if m[1] == '>=' else v > float(m[2]))
+    else: # a folder is not a file, and out_dir not '' either
+        ok = lambda v: 'folder' not in rule or not os.path.isfile(os.path.expanduser(v)) and (v or rule != 'a folder')
+    return kind, ok, rule, why
+
+
+def check_config(ns, script):
+    """ the config keys of a script (ns: its globals after the configurator) against their rows of KEYS: for the first
+        that does not fit, one line naming the key, its value and what its row allows; '~' expanded in paths, in ns.
+        The device must be on this machine, wandb there for wandb_log, and when all of UNetConfig's fields are keys
+        (train.py), their combination must be a model """
+    for k, row in KEYS.items():
+        if k not in ns:
+            continue
+        kind, ok, rule, why = key_rule(row)
+        if type(ns[k]) is not kind and not (kind is float and type(ns[k]) is int): # a config file's value too
+            raise SystemExit(f"{script}: --{k}={ns[k]!r} is {type(ns[k]).__name__}, not {row}")
+        if not ok(ns[k]):
+            finite = kind is not float or math.isfinite(ns[k])
+            raise SystemExit(f"{script}: --{k}={ns[k]} must be {'' if finite else 'finite and '}{rule}: {why}")
+        if rule.startswith('a '): # a folder or a path
+            ns[k] = os.path.expanduser(ns[k])
+    if 'device' in ns:
+        check_device(ns['device'], script)
+    if ns.get('wandb_log'): # its import, now: not after out_dir and log.jsonl are made
+        try:
+            import wandb
+        except ImportError:
+            raise SystemExit(f"{script}: --wandb_log=True needs wandb: pip install wandb, or drop it") from None
+    model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
+    if all(k in ns for k in model_keys):
+        try:
+            UNetConfig(**{k: ns[k] for k in model_keys}) # n_embd and n_head together, and the variants' own checks
+        except ValueError as e:
+            raise SystemExit(f"{script}: {e}") from None
+
+
+def lock(out_dir, script, take=True):
+    """ a run's hold on out_dir: an exclusive flock on out_dir/lock, which holds the pid and which the kernel drops when
+        the process ends, killed too (a stale lock file blocks nothing) -> the open file, kept while the run lasts. Held
+        by another process: one line. take=False only looks, making nothing """
+    path = os.path.join(out_dir, 'lock')
+    if fcntl is None or not (take or os.path.exists(path)):
+        return None
+    f = open(path, 'a+')
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EACCES): # a file system without flock: unlocked, as on Windows
+            return None
+        f.seek(0)
+        raise SystemExit(f"{script}: {out_dir} is in use by another train.py (pid {f.read().strip() or '?'}); wait for "
+                         f"it to end, or stop it, or use another --out_dir") from None
+    if not take:
+        return f.close()
+    f.truncate(0)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
 
 def cpu_threads(share=1, window=0.2):
     """ intra-op threads for a CPU run: the cores that other processes left idle over the last `window` seconds (this
@@ -63,21 +233,48 @@ def check_device(device, script):
     return dev.type
 
 
+def read_checkpoint(path, script, fix, needs=()):
+    """ train.py's ckpt.pt at path -> the checkpoint dict, on the CPU (a checkpoint from any device loads, and the
+        device holds one copy, not two); a truncated or foreign file ends `script` with one line naming it and `fix`,
+        never a traceback or torch's advice to unpickle it unsafely """
+    try:
+        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+        UNetConfig(**checkpoint['model_args']) # a model this code can build
+        [checkpoint[k] for k in ('model', 'config', 'iter_num', *needs)] # and the keys the caller reads
+    except Exception as e: # cut short by a kill mid-copy, another program's file, a pickle of anything
+        why = type(e).__name__ + ('' if 'weights_only' in str(e) else f": {str(e).partition(chr(10))[0][:150]}")
+        raise SystemExit(f"{script}: {path} is truncated or not a nanotok checkpoint ({why}); {fix}") from None
+    return checkpoint
+
+
 def load_checkpoint(out_dir, device, script):
     """ out_dir/ckpt.pt (train.py's) -> the model, in eval mode on device, and the checkpoint dict; a missing or
         unreadable file ends `script` with one line naming it, not a traceback """
     path = os.path.join(out_dir, 'ckpt.pt')
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
         raise SystemExit(f"{script}: no checkpoint {path}; train one first: python train.py --out_dir={out_dir}")
-    try: # on the CPU first: a checkpoint from any device loads, and the device holds one copy, not two
-        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+    checkpoint = read_checkpoint(path, script, f"train one with python train.py --out_dir={out_dir}")
+    try:
         model = ByteUNet(UNetConfig(**checkpoint['model_args']))
         model.load_state_dict(checkpoint['model']) # train.py saves the uncompiled raw_model's state_dict
-        model = model.eval().to(device)
-    except Exception as e: # a truncated file, another format, a device that is not there
+        return model.eval().to(device), checkpoint
+    except Exception as e: # weights of another shape, a device that is not there
         why = str(e).partition('\n')[0]
-        raise SystemExit(f"{script}: cannot load {path}: {type(e).__name__}: {why}")
-    return model, checkpoint
+        raise SystemExit(f"{script}: cannot load {path}: {type(e).__name__}: {why}") from None
+
+
+def save_checkpoint(checkpoint, path, script):
+    """ written to a temporary name, then renamed: a crash mid-write never leaves a broken ckpt.pt. A write that fails
+        (a full disk) ends `script` with one line, the last checkpoint left as it was """
+    try:
+        torch.save(checkpoint, path + '.tmp')
+        os.replace(path + '.tmp', path)
+    except (OSError, RuntimeError) as e: # torch's own writer fails with a RuntimeError
+        if os.path.exists(path + '.tmp'):
+            os.remove(path + '.tmp')
+        last = "no checkpoint was saved" if not os.path.exists(path) else \
+            "the last one is as it was: resume it with --init_from=resume when there is room"
+        raise SystemExit(f"{script}: cannot write {path} ({getattr(e, 'strerror', None) or str(e)[:200]}); {last}")
 
 
 # GPT-2's pre-tokenisation regex, as tiktoken's gpt2 uses it (its r50k_pat_str)
@@ -111,6 +308,16 @@ def load_bpe(name):
     pat = WORDS_PAT if name.endswith('.words.tiktoken') else BPE_PAT
     return tiktoken.Encoding(name=os.path.basename(name)[:-len('.tiktoken')], pat_str=pat, mergeable_ranks=ranks,
                              special_tokens={})
+
+
+def load_bpe_or_exit(name, script):
+    """ load_bpe(name), or one line ending `script` that names the cause (no tiktoken, an unknown name, a bad file, a
+        download that failed) """
+    try:
+        return load_bpe(name)
+    except Exception as e:
+        why = str(e).partition('\n')[0][:300]
+        raise SystemExit(f"{script}: cannot load the BPE encoding '{name}': {why}") from None
 
 
 def bpe_ends(enc, data):
@@ -169,6 +376,37 @@ def row_index(off, w):
     j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k) # window number inside its document
     start = np.repeat(off[:-1], k) + j * w
     return start, np.minimum(np.repeat(off[1:], k) - start, w)
+
+
+def hms(s):
+    """ seconds -> '3m05s', or '2h07m' from an hour on """
+    return f"{s // 3600:.0f}h{s % 3600 // 60:02.0f}m" if s >= 3600 else f"{s // 60:.0f}m{s % 60:02.0f}s"
+
+
+def make_pycode(data_path):
+    """ data_path made by `python prepare.py pycode` (no network needed) when none of its files is there -> '', or
+        prepare.py's one line when it could not (a data_dir it cannot write in) """
+    if any(os.path.exists(os.path.join(data_path, f'{s}{x}')) for s in ('train', 'val')
+           for x in ('.bin', '_offsets.npy')):
+        return ''
+    print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
+    made = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'prepare.py'),
+                           'pycode', f'--out_dir={data_path}'], stderr=subprocess.PIPE, text=True)
+    return made.stderr.strip() if made.returncode else ''
+
+
+def restart_log(log_path, iter_num):
+    """ train.py's log.jsonl for a run that starts at iteration iter_num (0: a fresh run): the rows before it kept, the
+        ones a killed run wrote past its checkpoint dropped (they come again), with a line cut short by the kill """
+    def before(line):
+        try:
+            return line.endswith('\n') and json.loads(line)['iter'] < iter_num
+        except ValueError: # a line cut short by the kill
+            return False
+    rows = [line for line in open(log_path) if before(line)] if os.path.exists(log_path) else []
+    with open(log_path + '.tmp', 'w') as f:
+        f.writelines(rows)
+    os.replace(log_path + '.tmp', log_path)
 
 
 def open_corpus(data_dir, dataset, block_size):

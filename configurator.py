@@ -7,10 +7,15 @@
 # - --key=value: key must already be a global; the value goes through ast.literal_eval (else stays a string) and
 #   must have the default's type (an int is accepted for a float, anything for a None); a bare --flag is a bool's True.
 # _overrides holds every name the command line or a config file set (so train.py can tell them from defaults).
-# A mistake exits with one line naming the argument (SystemExit: no traceback). Under torchrun only rank 0 prints.
+# A mistake exits with one line naming the argument (SystemExit: no traceback), a config file's with its line. Under
+# torchrun only rank 0 prints. --help prints the script's docstring, then each key, its value so far and, when the
+# script imports a table KEYS of them (common.KEYS: type, rule, reason), its row; the script checks them against it.
 # (A comment, not a docstring: exec'd as a docstring it would replace the script's own __doc__, which --help prints.)
+import ast
+import builtins
 import os
 import sys
+import traceback
 from ast import literal_eval
 from difflib import get_close_matches
 
@@ -28,8 +33,11 @@ class _Noted(dict):  # a config file's namespace: notes each name it sets, in fi
 
 for _i, _arg in enumerate(sys.argv[1:], 1):
     if _arg in ('-h', '--help'):
-        print((_defaults.get('__doc__') or '').strip() + '\n\nconfig keys (--key=value), with the values so far:')
-        print('\n'.join(f'  --{k}={globals()[k]!r}' for k, v in _defaults.items() if _is_key(k, v)))
+        _rows = globals().get('KEYS', {})
+        print((_defaults.get('__doc__') or '').strip() + '\n\nconfig keys (--key=value), with the values so far'
+              + (', their types, what they may be, and why:' if _rows else ':'))
+        print('\n'.join((f'  --{k}={globals()[k]!r}'.ljust(34) + ' ' + _rows.get(k, '')).rstrip()
+                        for k, v in _defaults.items() if _is_key(k, v)))
         raise SystemExit(0)
     if not _arg.startswith('--'): # a config file, as given or next to the script
         _path = _arg if os.path.exists(_arg) or os.path.isabs(_arg) else os.path.join(_here, _arg)
@@ -40,8 +48,19 @@ for _i, _arg in enumerate(sys.argv[1:], 1):
         if _talk:
             print(f"Overriding config with {_arg}:")
             print(_src)
-        _ns = _Noted(globals())
-        exec(_src, _ns)
+        try: # a mistake in the file: one line with its name and line number, not a traceback through <string>
+            _tree = ast.parse(_src, _path)
+            _bare = [n for n in _tree.body if isinstance(n, ast.AnnAssign) and n.value is None]
+            if _bare: # `batch_size: 4` is valid Python that sets nothing
+                raise SyntaxError(f"'{ast.unparse(_bare[0])}' is an annotation, which sets nothing; write "
+                                  f"'{ast.unparse(_bare[0].target)} = ...'", (_path, _bare[0].lineno, 0, ''))
+            _ns = _Noted(globals())
+            exec(builtins.compile(_tree, _path, 'exec'), _ns) # (train.py's key `compile` hides the builtin)
+        except Exception as _e:
+            _line = _e.lineno if isinstance(_e, SyntaxError) else \
+                ([f.lineno for f in traceback.extract_tb(_e.__traceback__) if f.filename == _path] or ['?'])[-1]
+            raise SystemExit(f"configurator: config file '{_arg}', line {_line}: "
+                             + (_e.msg if isinstance(_e, SyntaxError) else f"{type(_e).__name__}: {_e}")) from None
         globals().update(_ns)
         _typos = [k for k, v in globals().items() if k not in _defaults and not k.startswith('_')
                   and not callable(v) and not isinstance(v, type(sys))]

@@ -1,16 +1,20 @@
 """
 Evaluate a checkpoint as the paper reports it: bits-per-byte on the test split of its dataset (the paper's FineWeb
 protocol) and the gold answer's bits-per-byte on PIQA, HellaSwag, ARC-Easy and LAMBADA through lm-evaluation-harness.
-$ python eval.py --out_dir=out --tasks=fineweb,piqa,hellaswag,arc_easy,lambada # a table, and out_dir/eval.json
-$ python eval.py --out_dir=out --tasks=fineweb --split=val --limit=500         # a dataset without a test split
-$ python eval.py --out_dir=out --tasks=my_piqa --include_path=my_tasks/        # a task YAML of your own (local data)
-$ python eval.py --out_dir=out --tasks=ai2_arc                                 # a group or tag: one row per task
-fineweb: the first `limit` documents of the split, each row BOS + the document's first block_size-1 bytes; bpb is the
-mean of per-document bpb (the paper's headline), corpus_bpb the byte-weighted one. The other tasks: zero-shot through
-the harness with the ByteLM adapter below; bpb there is the bits of the gold choice's continuation over its bytes.
-Stochastic gaters draw one gate sample per row (eval mode: the sequential gater uncapped), batch k seeded seed + k.
-fineweb needs only torch and numpy; lm_eval (and datasets) are imported only for the other tasks. When the hub cannot
-be reached, they run offline (HF_HUB_OFFLINE=1): cached and local data only, and one line for the rest.
+$ python eval.py --out_dir=out --tasks=bpb,piqa,hellaswag,arc_easy,lambada # a table, out_dir/eval.json and eval.jsonl
+$ python eval.py --out_dir=out --tasks=bpb --split=val --limit=500         # a dataset without a test split
+$ python eval.py --out_dir=out --tasks=my_piqa --include_path=my_tasks/    # a task YAML of your own (local data)
+$ python eval.py --out_dir=out --tasks=ai2_arc                             # a group or tag: one row per task
+bpb (also named fineweb, the paper's data): the paper's test protocol on the checkpoint's dataset, whichever it is: the
+first `limit` documents of the split, each row BOS + the document's first block_size-1 bytes; bpb is the mean of
+per-document bpb (the paper's headline), corpus_bpb the byte-weighted one. train.py's val bpb is another measure of
+the same model: byte-weighted, over eval_iters x batch_size rows spread over all of val (the later windows of long
+documents too), so the two differ; the gates are drawn alike (eval mode, uncapped; seed + k for batch k). The other
+tasks: zero-shot through the harness with the ByteLM adapter below; bpb there is the bits of the gold choice's
+continuation over its bytes. Stochastic gaters draw one gate sample per row, seeded torch.manual_seed(seed + k) for
+batch k. bpb needs only torch and numpy; lm_eval (and datasets) are imported only for the other tasks. When the hub
+cannot be reached, they run offline (HF_HUB_OFFLINE=1): cached and local data only, and one line for the rest.
+Each run's results go to out_dir/eval.json and, one line per run, to out_dir/eval.jsonl, which keeps the earlier ones.
 """
 import difflib
 import json
@@ -29,11 +33,13 @@ import numpy as np
 import torch
 
 from model import boundary_counts, boundary_metrics, next_byte_nll
-from common import bpe_gates, check_device, load_checkpoint, set_threads
+from common import KEYS, bpe_gates, check_config, check_device, check_folder, load_bpe_or_exit, load_checkpoint, \
+    set_threads
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 PAPER_TASKS = {'piqa': 'piqa', 'hellaswag': 'hellaswag', 'arc_easy': 'arc_easy', 'lambada': 'lambada_openai'}
-BOUNDARY = ('rate', 'ws_boundary', 'word_boundary', 'boundary_precision') # fineweb: model.boundary_metrics
+BPB = ('bpb', 'fineweb') # the paper's test protocol, on any dataset; 'fineweb', the paper's name for it, is kept
+BOUNDARY = ('rate', 'ws_boundary', 'word_boundary', 'boundary_precision') # bpb: model.boundary_metrics
 STOCHASTIC = ('uniform', 'bernoulli', 'linear', 'sequential', 'nawrot') # gaters that sample their gates
 TEST_SPLIT = ('fineweb', 'codeparrot') # the datasets prepare.py gives a test split; pycode and files never have one
 SCORED = ('multiple_choice', 'loglikelihood', 'loglikelihood_rolling') # the output types ByteLM can run
@@ -70,7 +76,7 @@ def split_rows(model, docs, batch_size, seed, ctx, enc=None):
     return np.array(nll), np.array(nbytes), counts
 
 
-def fineweb_metrics(nll, nbytes, counts):
+def bpb_metrics(nll, nbytes, counts):
     """ per-document bpb -> the paper's mean, its standard error (population std / sqrt(n), as the paper's script),
         the byte-weighted corpus bpb, and model.boundary_metrics over the real positions (rate, ws_boundary, ...) """
     keep = nbytes > 0 # an empty document has no bpb
@@ -211,7 +217,7 @@ def check_tasks(names, include_path=''):
         import lm_eval # the package alone is light; its TaskManager imports datasets, after the offline check
     except ImportError as e:
         raise SystemExit(f"eval.py: --tasks={','.join(names)} needs lm-evaluation-harness ({e}): pip install lm-eval; "
-                         f"--tasks=fineweb runs without it") from None
+                         f"--tasks=bpb runs without it") from None
     if include_path and not os.path.isdir(include_path):
         raise SystemExit(f"eval.py: --include_path={include_path} is not a folder; pass a folder of task YAMLs")
     roots = [(Path(lm_eval.__file__).parent / 'tasks', False)] + ([(Path(include_path), True)] if include_path else [])
@@ -219,10 +225,10 @@ def check_tasks(names, include_path=''):
     for name in names:
         if name not in known:
             head = sorted((k for k in known if name.startswith(k + '_')), key=len)[-1:] # piqa_typo: piqa first
-            near = head + difflib.get_close_matches(name, [*known, 'fineweb', *PAPER_TASKS], n=4)
+            near = head + difflib.get_close_matches(name, [*known, *BPB, *PAPER_TASKS], n=4)
             near = list(dict.fromkeys(near))[:4] # (piqa is both a task and a paper name)
             close = f" (closest: {', '.join(near)})" if near else ''
-            raise SystemExit(f"eval.py: unknown task '{name}' in --tasks{close}; use fineweb, "
+            raise SystemExit(f"eval.py: unknown task '{name}' in --tasks{close}; use bpb, "
                              f"{', '.join(PAPER_TASKS)}, any lm-eval task, group or tag, or one in --include_path")
     return known
 
@@ -340,12 +346,13 @@ def split_error(path, name, split):
 
 
 if __name__ == '__main__': # the script; the functions above can be imported by the tests
-    sys.stdout.reconfigure(line_buffering=True) # progress reaches a pipe (tee, nohup, a scheduler's log) at once
+    if hasattr(sys.stdout, 'reconfigure'): # (not a StringIO, in-process) progress reaches a pipe at once, and argv's
+        sys.stdout.reconfigure(line_buffering=True, errors='surrogateescape') # bytes that are not UTF-8 print as given
     # -----------------------------------------------------------------------------
-    out_dir = 'out' # reads out_dir/ckpt.pt, writes out_dir/eval.json
-    tasks = 'fineweb,piqa,hellaswag,arc_easy,lambada' # fineweb: the test split protocol; others: lm-eval names
-    split = 'test' # fineweb: the split of the checkpoint's dataset ('val' for a dataset without a test split)
-    limit = 4000 # fineweb: the first `limit` documents (the paper: 4000 of FineWeb's 32,768 test documents)
+    out_dir = 'out' # reads out_dir/ckpt.pt, writes out_dir/eval.json and adds a line to out_dir/eval.jsonl
+    tasks = 'bpb,piqa,hellaswag,arc_easy,lambada' # bpb: the paper's test protocol (or fineweb); others: lm-eval names
+    split = 'test' # bpb: the split of the checkpoint's dataset ('val' for a dataset without a test split)
+    limit = 4000 # bpb: the first `limit` documents (the paper: 4000 of FineWeb's 32,768 test documents)
     task_limit = 0 # harness tasks: only the first task_limit samples of each (0: all; for a quick look)
     include_path = '' # a folder of task YAMLs (e.g. tasks with local data, for a machine without network)
     data_dir = '' # default: the checkpoint's data_dir
@@ -357,21 +364,16 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
     # -----------------------------------------------------------------------------
-    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}.get(dtype)
-    if ptdtype is None:
-        raise SystemExit(f"eval.py: --dtype={dtype}: use float32, bfloat16 or float16")
-    for k in ('batch_size', 'limit'):
-        if globals()[k] <= 0:
-            raise SystemExit(f"eval.py: --{k}={globals()[k]} must be positive")
-    if task_limit < 0:
-        raise SystemExit(f"eval.py: --task_limit={task_limit} must be >= 0 (0: all samples)")
+    check_config(globals(), 'eval.py') # every key against its row of common.KEYS (--help prints them)
+    check_folder(out_dir, 'out_dir', 'eval.py') # eval.json is written there: one line now, not after the work
+    ptdtype = getattr(torch, dtype)
     device_type = check_device(device, 'eval.py')
     set_threads(device_type, threads) # a busy machine: fewer threads
     ctx = nullcontext() if dtype == 'float32' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
     names = [t.strip() for t in tasks.split(',') if t.strip()]
     if not names:
-        raise SystemExit("eval.py: --tasks is empty; e.g. --tasks=fineweb,piqa,hellaswag,arc_easy,lambada")
-    lm_names = [PAPER_TASKS.get(t, t) for t in names if t != 'fineweb']
+        raise SystemExit("eval.py: --tasks is empty; e.g. --tasks=bpb,piqa,hellaswag,arc_easy,lambada")
+    lm_names = [PAPER_TASKS.get(t, t) for t in names if t not in BPB]
     known = check_tasks(lm_names, include_path) if lm_names else {} # an unknown name fails in seconds
 
     model, checkpoint = load_checkpoint(out_dir, device, 'eval.py')
@@ -381,17 +383,12 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     meta = read_meta(path) # prepare.py's record of the data, shown under the table and kept in eval.json
     enc = None
     if cfg.get('prescribe') == 'bpe': # trained on BPE boundaries: evaluated on them (they look ahead, see model.py)
-        from common import load_bpe # a tiktoken name or a .tiktoken file; tiktoken only on this path
-        try:
-            enc = load_bpe(cfg['bpe_encoding'])
-        except Exception as e:
-            raise SystemExit(f"eval.py: cannot load the BPE encoding '{cfg['bpe_encoding']}' of this BPE-guided "
-                             f"model: {str(e).partition(chr(10))[0]}") from None
+        enc = load_bpe_or_exit(cfg['bpe_encoding'], 'eval.py') # a tiktoken name or a .tiktoken file
     gater = 'bpe (prescribed)' if enc else model.config.gater
     gates_note = (f"gates: {gater} samples them, one sample per row, batch k seeded {seed} + k" if gater in STOCHASTIC
                   else f"gates: {gater}, deterministic")
 
-    if 'fineweb' in names: # its data first: a missing split fails before the harness loads anything
+    if set(BPB) & set(names): # its data first: a missing split fails before the harness loads anything
         if not os.path.exists(os.path.join(path, f'{split}_offsets.npy')):
             raise SystemExit(split_error(path, dataset or cfg['dataset'], split))
         data = np.memmap(os.path.join(path, f'{split}.bin'), dtype=np.uint8, mode='r')
@@ -403,13 +400,13 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
 
     print(f"{ckpt_path}: iter {checkpoint['iter_num']}, {model.get_num_params() / 1e6:.2f}M parameters; {gates_note}")
     results = {}
-    if 'fineweb' in names:
+    for t in [t for t in names if t in BPB][:1]: # under the name it was asked by
         n = min(limit, len(offsets) - 1)
         docs = [data[offsets[i]:offsets[i + 1]] for i in range(n)]
-        r = fineweb_metrics(*split_rows(model, docs, batch_size, seed, ctx, enc))
-        results['fineweb'] = dict(r, dataset=path, split=split)
+        r = bpb_metrics(*split_rows(model, docs, batch_size, seed, ctx, enc))
+        results[t] = dict(r, dataset=path, split=split)
     lm = harness_lm(model, batch_size, seed, ctx, enc) if lm_names else None
-    for t, name in zip([t for t in names if t != 'fineweb'], lm_names):
+    for t, name in zip([t for t in names if t not in BPB], lm_names):
         if len(harness[name]) > 1 or harness[name][0].task_name != name: # a group or tag: one row per task
             print(f"{t}: a {tm.task_index[name].kind.name.lower()} of {len(harness[name])} tasks: "
                   + ', '.join(task.task_name for task in harness[name]))
@@ -421,7 +418,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     show = lambda v, w, f: f"{v:>{w}{f}}" if v is not None else f"{'-':>{w}}"
     for t, r in results.items():
         other = ', '.join(f"{k} {v:.4f}" for k, v in r.items() if k in BOUNDARY or k == 'corpus_bpb')
-        other += f" ({r['dataset']} {r['split']})" if t == 'fineweb' else ''
+        other += f" ({r['dataset']} {r['split']})" if t in BPB else ''
         print(f"{t:<{w}}{r['n']:>7}{show(r['bpb'], 9, '.4f')}{show(r['bpb_se'], 9, '.4f')}"
               f"{show(r.get('acc'), 8, '.4f')}{show(r.get('acc_norm'), 10, '.4f')}   {other}")
     if meta is not None: # where the data came from: prepare.py's meta.json
@@ -429,11 +426,17 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
         args = ' '.join(f"--{k}={v}" for k, v in args.items()) if isinstance(args, dict) else args
         print(f"data {path}: source {meta.get('source')}, revision {meta.get('revision') or 'not pinned'}, "
               f"prepare.py {args}")
+    for t in [t for t in results if t in BPB]: # the question every reader asks
+        print(f"{t}: the mean over {results[t]['n']} documents of {split} of each one's bits per byte, on its first "
+              f"{model.config.block_size - 1} bytes (the paper's protocol, on this dataset); train.py's val bpb is "
+              f"byte-weighted over eval_iters x batch_size rows spread over all of val, so the two differ")
     nan_to_none = lambda v: None if isinstance(v, float) and math.isnan(v) else v # JSON has no NaN
     results = {t: {k: nan_to_none(v) for k, v in r.items()} for t, r in results.items()}
     out = dict(command=' '.join([os.path.basename(sys.executable), *sys.argv]), checkpoint=ckpt_path,
                iter_num=checkpoint['iter_num'], gate_seed=seed, gates=gates_note, tasks=results, dataset=path,
                data=meta)
-    with open(os.path.join(out_dir, 'eval.json'), 'w') as f:
+    with open(os.path.join(out_dir, 'eval.json'), 'w') as f: # this run
         json.dump(out, f, indent=1, default=float)
-    print(f"wrote {os.path.join(out_dir, 'eval.json')}")
+    with open(os.path.join(out_dir, 'eval.jsonl'), 'a') as f: # and every run, one line each: nothing is lost
+        f.write(json.dumps(out, default=float) + '\n')
+    print(f"wrote {os.path.join(out_dir, 'eval.json')}, and added it to eval.jsonl")

@@ -43,6 +43,7 @@ import signal
 import socket
 import sys
 import sysconfig
+import tempfile
 import time
 import types
 import warnings
@@ -65,6 +66,18 @@ PROGRESS_EVERY = 5.0  # seconds between redraws of the progress bar: a piped log
 # what makes a fineweb/codeparrot output: a rerun resumes only when all of these are the same
 KEY = ('name', 'source', 'revision', 'files', 'max_bytes', 'test_docs', 'val_docs', 'seed', 'max_doc_bytes',
        'interleave')
+# the arguments that make a finished dataset, by kind: rerun with others, prepare.py refuses to replace it
+MADE_BY = {'hub': ('name', 'source', 'revision', *KEY[4:]),
+           'local': ('name', 'path', 'glob', 'val_every', 'max_doc_bytes')}
+LEAST = {'test_docs': 0, 'val_docs': 1, 'val_every': 1, 'interleave': 1, 'max_bytes': 1, 'max_doc_bytes': 0}  # >= these
+
+
+def whole(s):
+    """--max_bytes: a whole number, 4e9 too."""
+    v = float(s)
+    if not v.is_integer():  # also inf and nan
+        raise ValueError(s)
+    return int(v)
 
 
 def parse(argv):
@@ -78,7 +91,7 @@ def parse(argv):
     p.add_argument('--source', default=None, help='fineweb/codeparrot: local json/jsonl/parquet file or folder')
     p.add_argument('--revision', default=None, help='fineweb/codeparrot: Hub branch, tag or commit (default: main)')
     # 4e9 covers the paper's 73M/90M budget of 3.4e9 training bytes; 346M needs 1.6e10
-    p.add_argument('--max_bytes', type=lambda s: int(float(s)), default=int(4e9), help='fineweb/codeparrot budget')
+    p.add_argument('--max_bytes', type=whole, default=int(4e9), help='fineweb/codeparrot budget')
     p.add_argument('--test_docs', type=int, default=32768, help='fineweb/codeparrot: documents in test (paper: 32768)')
     p.add_argument('--val_docs', type=int, default=256, help='fineweb/codeparrot: documents in val (paper: 256)')
     p.add_argument('--seed', type=int, default=42, help='fineweb/codeparrot: the file order (paper: 42)')
@@ -86,16 +99,20 @@ def parse(argv):
     # the paper trains on one 4095-byte window of each document (block 4096), so fineweb/codeparrot keep 4095;
     # 0 keeps whole documents (default for pycode/files), whose later windows become more rows of train.py
     p.add_argument('--max_doc_bytes', type=int, default=None, help='truncate documents; 0 = whole')
-    p.add_argument('--restart', action='store_true', help='fineweb/codeparrot: drop an unfinished run, start over')
+    p.add_argument('--restart', action='store_true', help='start over: drop an unfinished run, replace a dataset')
     a = p.parse_args(argv)
     if a.name not in NAMES:
         sys.exit(f"prepare.py: unknown dataset '{a.name}'; choose one of: {', '.join(NAMES)}")
-    if min(a.test_docs, a.val_docs - 1, a.val_every - 1, a.interleave - 1, a.max_bytes - 1) < 0:
-        sys.exit(f'prepare.py: --test_docs={a.test_docs} needs >= 0; --val_docs={a.val_docs}, '
-                 f'--val_every={a.val_every}, --interleave={a.interleave}, --max_bytes={a.max_bytes} need >= 1')
+    for k, least in LEAST.items():
+        if getattr(a, k) is not None and getattr(a, k) < least:  # -5 bytes of a document would cut 5 off each one
+            sys.exit(f'prepare.py: --{k}={getattr(a, k)} must be >= {least}')
     if a.max_doc_bytes is None:
         a.max_doc_bytes = 4095 if a.name in HUB else 0
+    if a.out_dir == '':
+        sys.exit('prepare.py: --out_dir is empty; name a folder, or leave it out for data/NAME')
     a.out_dir = a.out_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'data', a.name)
+    a.out_dir, a.path, a.source = (os.path.expanduser(p) if p else p for p in (a.out_dir, a.path, a.source))
+    check_folder(a.out_dir, 'out_dir', 'prepare.py')
     a.args = dict(vars(a))  # as given, for meta.json
     return a
 
@@ -120,6 +137,20 @@ def write_json(path, obj):
         f.flush()
         os.fsync(f.fileno())
     os.replace(path + '.tmp', path)
+
+
+def check_folder(path, key, script):
+    """An output folder: one line now, before any work, when it is a file or cannot be made or written in. Shared
+    by train.py and eval.py through common.py (here, as prepare.py runs without torch)."""
+    there = path
+    while not os.path.exists(there):  # the nearest part of the path that is there
+        there = os.path.dirname(there) or '.'
+    if not os.path.isdir(there):
+        sys.exit(f'{script}: --{key}={path}: {there} is a file, not a folder')
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=there))  # as its files will be: the one test that /proc or a full disk fails
+    except OSError as e:
+        sys.exit(f'{script}: --{key}={path}: cannot write in {there} ({e.strerror})')
 
 
 def write_meta(a, source, revision, splits):
@@ -496,11 +527,35 @@ def local(a):
     write_meta(a, source, f'python {sys.version.split()[0]}' if a.name != 'files' else None, splits)
 
 
+def made_before(a):
+    """Is a.out_dir a finished dataset already? With this command's arguments: True, there is nothing to do. With
+    others, or of unknown origin: one line, as a model trained on it needs it as it is, unless --restart. A folder
+    without all four files, or an unfinished fineweb/codeparrot run (its manifest says how to resume): False."""
+    files = [os.path.join(a.out_dir, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
+    if a.restart or not all(map(os.path.exists, files)):
+        return False
+    try:
+        old = json.load(open(os.path.join(a.out_dir, 'meta.json')))['args']
+        differ = [k for k in MADE_BY['hub' if a.name in HUB else 'local'] if old.get(k) != a.args[k]]
+    except (OSError, ValueError, KeyError, TypeError) as e:  # no meta.json, or not prepare.py's
+        old, differ = {}, [f'no readable meta.json ({type(e).__name__})']
+    if not differ:
+        print(f'prepare.py: {a.out_dir} already holds this {a.name} dataset, made by the same arguments: nothing to do '
+              f'(--restart makes it again)')
+        return True
+    k = differ[0]
+    was = k if k not in a.args else old.get(k) if k == 'name' else f'--{k}={old.get(k)}'
+    now = '' if k not in a.args else f' (now {a.args[k] if k == "name" else f"--{k}={a.args[k]}"})'
+    sys.exit(f'prepare.py: {a.out_dir} holds a dataset made from {was}{now}; a model trained on it needs it as it '
+             f'is: add --restart to replace it, or use another --out_dir')
+
+
 def main(argv=None):
     a = parse(argv)
     if a.source and not os.path.exists(a.source):
         sys.exit(f'prepare.py: --source={a.source} does not exist')
-    hub(a) if a.name in HUB else local(a)
+    if not made_before(a):
+        hub(a) if a.name in HUB else local(a)
 
 
 if __name__ == '__main__':

@@ -16,7 +16,7 @@ from contextlib import nullcontext
 import torch
 
 from model import ByteUNet, UNetConfig, boundary_counts, boundary_metrics, decode, next_byte_nll
-from common import bpe_ends, bpe_gates, check_device, load_checkpoint, set_threads
+from common import KEYS, bpe_ends, bpe_gates, check_config, check_device, load_checkpoint, set_threads
 from model import BOS as _BOS # '_': a constant, not a config key for the configurator
 
 _COLOURS, _RESET = ('\033[48;5;24m', '\033[48;5;58m'), '\033[0m' # two backgrounds, alternating chunk by chunk
@@ -102,7 +102,7 @@ def vocabulary(columns, n):
 
 
 def load_encoding(name):
-    """ common.load_bpe(name): a tiktoken encoding ('gpt2', ...) or a .tiktoken file. One line and exit when it cannot be
+    """ common.load_bpe(name): a tiktoken encoding (gpt2, ...) or a .tiktoken file. One line and exit when it cannot be
         (no tiktoken, an unknown name, a bad file); None and a line on stderr when only its download failed (no
         network): the learned boundaries still print """
     from common import load_bpe
@@ -129,7 +129,8 @@ def read_bytes(path):
 
 
 if __name__ == '__main__': # the script; the functions above can be imported by the tests
-    sys.stdout.reconfigure(line_buffering=True) # each sample reaches a pipe (tee, nohup, a log) when it is printed
+    if hasattr(sys.stdout, 'reconfigure'): # (not a StringIO, in-process) each sample reaches a pipe when it is printed,
+        sys.stdout.reconfigure(line_buffering=True, errors='surrogateescape') # and argv's bytes that are not UTF-8
     # -----------------------------------------------------------------------------
     out_dir = 'out' # reads out_dir/ckpt.pt
     start = "\n" # or "" (BOS alone), or "FILE:prompt.txt" (the file's bytes)
@@ -150,12 +151,10 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     threads = 0 # CPU threads; 0: the cores other processes leave idle (common.set_threads, as train.py)
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # from any dir
     # -----------------------------------------------------------------------------
-    if dtype not in ('float32', 'bfloat16', 'float16'):
-        raise SystemExit(f"sample.py: --dtype={dtype}: use float32, bfloat16 or float16")
-    for k, v in dict(temperature=temperature, top_k=top_k, num_samples=num_samples, batch_size=batch_size,
-                     max_new_tokens=max_new_tokens + 1).items(): # max_new_tokens may be 0
-        if v <= 0:
-            raise SystemExit(f"sample.py: --{k}={globals()[k]} must be {'>= 0' if k == 'max_new_tokens' else '> 0'}")
+    check_config(globals(), 'sample.py') # every key against its row of common.KEYS (--help prints them)
+    if num_samples * max_new_tokens > 10 ** 7: # generate keeps ~30 bytes of draws and ids per byte: 10 GB at 1e9
+        raise SystemExit(f"sample.py: --num_samples={num_samples} x --max_new_tokens={max_new_tokens} must be at "
+                         f"most 10,000,000 bytes (memory: generate holds about 30 bytes for each one)")
     device_type = check_device(device, 'sample.py')
     set_threads(device_type, threads) # a busy machine: fewer threads
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
@@ -196,7 +195,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
                   + vocabulary(cols, vocab))
         sys.exit(0)
 
-    prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8')
+    prompt = read_bytes(start[5:]) if start.startswith('FILE:') else start.encode('utf-8', 'surrogateescape') # as given
     ids = [_BOS] + list(prompt) # an empty prompt is BOS alone
     if len(ids) > block_size - 1: # a row is at most block_size - 1 bytes, BOS included (see ByteUNet.generate)
         print(f"sample.py: the prompt is {len(prompt)} bytes and the model reads {block_size - 2} after BOS; "

@@ -19,13 +19,12 @@ The gater's training signal, inline in the loop below, departs from textbook REI
 
 import os
 import sys
-if hasattr(sys.stdout, 'reconfigure'): # a file or a pipe (not a StringIO, in-process)
-    sys.stdout.reconfigure(line_buffering=True) # each line as it comes, through a pipe too (tee, nohup, a batch log)
+if hasattr(sys.stdout, 'reconfigure'): # a file or a pipe (not a StringIO, in-process); each line as it comes, through
+    sys.stdout.reconfigure(line_buffering=True, errors='surrogateescape') # a pipe too; argv's bytes that are not UTF-8
 import json
 import math
 import time
 import signal
-import subprocess
 from contextlib import nullcontext
 from dataclasses import asdict, fields
 
@@ -37,7 +36,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import (UNetConfig, ByteUNet, binomial_prior, boundary_counts, boundary_metrics, discounted_returns,
                    hnet_ratio_loss, next_byte_nll)
-from common import bpe_gates, check_device, gpu_peak_flops, load_bpe, open_corpus, set_threads
+from common import (KEYS, bpe_gates, check_config, check_folder, gpu_peak_flops, hms, load_bpe_or_exit, lock,
+                    make_pycode, open_corpus, read_checkpoint, restart_log, save_checkpoint, set_threads)
 
 # -----------------------------------------------------------------------------
 # default config values: the quick start, a small model on pycode that learns on a CPU in minutes (README, 'quick
@@ -113,35 +113,19 @@ seed = 1337
 threads = 0 # CPU intra-op threads; 0: the cores other processes leave idle, checked at the start and every eval
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
-root = os.path.dirname(os.path.abspath(__file__)) # the repository: configurator.py, prepare.py, config/, data/
-exec(open(os.path.join(root, 'configurator.py')).read()) # overrides from the command line or a config file
+exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read()) # the overrides
+check_config(globals(), 'train.py') # every key against its row of KEYS (imported for --help to print), the device too
 config = {k: globals()[k] for k in config_keys} # will be useful for logging
 model_keys = [f.name for f in fields(UNetConfig) if f.name != 'vocab_size']
 from model import BOS # after the configurator, so it is not a config key
-# fault injection for tests/test_train.py, from the environment, not options: NANOTOK_SIGNAL_AT_ITER=i (rank 0 sends
-# itself SIGTERM in iteration i), NANOTOK_NAN_AT_ITER=i and NANOTOK_NAN_ITERS=n (the last rank's loss is NaN in
-# iterations i..i+n-1); -1: off
+# fault injection for the tests, from the environment: NANOTOK_SIGNAL_AT_ITER=i (rank 0 sends itself NANOTOK_SIGNALS,
+# default TERM, in iteration i), NANOTOK_NAN_AT_ITER=i, NANOTOK_NAN_ITERS=n (the last rank's loss is NaN in i..i+n-1)
 signal_at_iter, nan_at_iter, nan_iters = (int(os.environ.get(f'NANOTOK_{k}', d)) for k, d in
                                           (('SIGNAL_AT_ITER', -1), ('NAN_AT_ITER', -1), ('NAN_ITERS', 1)))
-# values the configurator cannot judge by their type: one line each, before any work starts
-for k in ('batch_size', 'gradient_accumulation_steps', 'block_size', 'eval_iters', 'eval_interval', 'log_interval',
-          'max_bad_steps'):
-    if config[k] <= 0:
-        raise SystemExit(f"train.py: --{k}={config[k]} must be positive")
-if not 0 < rate < 1: # 0 was a math domain error, 1.5 trained at 0.98, and uniform skipped every step
-    raise SystemExit(f"train.py: --rate={rate} must be in (0, 1), the share of bytes that end a chunk, e.g. 0.2")
-if rate_loss not in ('ours', 'hnet', 'binomial'):
-    raise SystemExit(f"train.py: --rate_loss={rate_loss}: use 'ours', 'hnet' or 'binomial'")
-if draws < 1 or gate_warmup < 0 or (prescribe and (draws > 1 or gate_warmup)):
-    raise SystemExit(f"train.py: --draws={draws} must be >= 1 and --gate_warmup={gate_warmup} >= 0, both levers of a "
-                     f"learned gater (not with --prescribe={prescribe})")
-if dtype not in ('float32', 'bfloat16', 'float16'):
-    raise SystemExit(f"train.py: --dtype={dtype}: use float32, bfloat16 or float16")
-check_device(device, 'train.py') # one line for a device this machine does not have
-try:
-    UNetConfig(**{k: config[k] for k in model_keys}) # checks the variant names and their combination
-except ValueError as e:
-    raise SystemExit(f"train.py: {e}")
+check_folder(out_dir, 'out_dir', 'train.py') # one line now, not after the work, if it cannot be made or written
+if prescribe and (draws > 1 or gate_warmup): # levers of a learned gater
+    raise SystemExit(f"train.py: --draws={draws} and --gate_warmup={gate_warmup} are levers of a learned gater, not of "
+                     f"--prescribe={prescribe}: drop them")
 # -----------------------------------------------------------------------------
 
 ddp = int(os.environ.get('RANK', -1)) != -1 # is this a torchrun run?
@@ -179,24 +163,24 @@ iter_num, best_val_loss, bytes_seen, bad_steps, off_target = 0, 1e9, 0, 0, 0
 ckpt_path, log_path = os.path.join(out_dir, 'ckpt.pt'), os.path.join(out_dir, 'log.jsonl')
 if init_from == 'auto': # a requeued job reruns the same command: resume if a checkpoint is there
     init_from = 'resume' if os.path.exists(ckpt_path) else 'scratch'
-    if master_process:
-        print(f"init_from='auto': " + ('resuming from ' if init_from == 'resume' else 'from scratch, no ') + ckpt_path)
+    if master_process and init_from == 'scratch':
+        print(f"init_from='auto': from scratch, no {ckpt_path}")
+if master_process:
+    lock(out_dir, 'train.py', take=False) # another train.py writing into out_dir now: one line, before the checks below
 if init_from == 'scratch' and os.path.exists(ckpt_path):
     raise SystemExit(f"train.py: {ckpt_path} exists; continue it with --init_from=resume (or auto), or start over "
                      f"with another --out_dir or after removing it")
 if init_from == 'resume':
     if not os.path.exists(ckpt_path):
         raise SystemExit(f"train.py: init_from='resume' but there is no {ckpt_path}")
-    try: # a file cut short by a kill mid-copy, or another program's ckpt.pt: one line, not a traceback
-        checkpoint = torch.load(ckpt_path, map_location='cpu', weights_only=True) # to the device with the model
-        saved = UNetConfig(**checkpoint['model_args']) # the architecture is the checkpoint's
-        iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
-        bytes_seen = checkpoint['bytes_seen']
-        bad_steps, off_target = checkpoint.get('bad_steps', 0), checkpoint.get('off_target', 0)
-    except Exception as e:
-        why = type(e).__name__ + ('' if 'weights_only' in str(e) else f": {str(e).partition(chr(10))[0][:150]}")
-        raise SystemExit(f"train.py: {ckpt_path} is truncated or not a nanotok checkpoint ({why}); to start over, "
-                         f"move it away (or use another --out_dir) and rerun with --init_from=scratch")
+    checkpoint = read_checkpoint(ckpt_path, 'train.py', "to start over, move it away (or use another --out_dir) and "
+                                 "rerun with --init_from=scratch", ('optimizer', 'best_val_loss', 'bytes_seen'))
+    saved = UNetConfig(**checkpoint['model_args']) # the architecture is the checkpoint's
+    iter_num, best_val_loss, bytes_seen = checkpoint['iter_num'], checkpoint['best_val_loss'], checkpoint['bytes_seen']
+    bad_steps, off_target = checkpoint.get('bad_steps', 0), checkpoint.get('off_target', 0)
+    if iter_num > max_iters and not eval_only: # (it would evaluate, then save the checkpoint with this max_iters)
+        raise SystemExit(f"train.py: {ckpt_path} is at iteration {iter_num}, past --max_iters={max_iters}: nothing to "
+                         f"train, it stays as it is; raise --max_iters to go on, or evaluate it with --eval_only=True")
     clash = [k for k in model_keys if k in _overrides and globals()[k] != getattr(saved, k)]
     if clash: # model flags a resume would otherwise ignore: refused by name, not silently dropped
         raise SystemExit(f"train.py: resuming {ckpt_path}, whose model has "
@@ -205,25 +189,19 @@ if init_from == 'resume':
                          "or start a new run with another --out_dir")
     for k in model_keys: # what runs, and what the checkpoint's config records, is the checkpoint's model
         globals()[k] = config[k] = getattr(saved, k)
-elif init_from != 'scratch':
-    raise SystemExit(f"train.py: init_from must be 'scratch', 'resume' or 'auto', not '{init_from}'")
 if master_process:
-    print(f"{rows_per_iter} rows of up to {block_size} bytes per iteration ({ddp_world_size} processes)")
+    print((f"resumed from iter {iter_num} of {ckpt_path}\n" if init_from == 'resume' else '')
+          + f"{rows_per_iter} rows of up to {block_size} bytes per iteration ({ddp_world_size} processes)")
 
 # data: documents as bytes, cut into rows; a row is BOS + a window of up to block_size-1 consecutive bytes of one
 # document (a document of n bytes gives ceil(n/(block_size-1)) rows), the last one padded with a loss mask
-data_path = os.path.join(data_dir, dataset)
-needed = [os.path.join(data_path, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
-if dataset == 'pycode' and master_process and not any(map(os.path.exists, needed)): # no network needed: make it now
-    print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
-    subprocess.run([sys.executable, os.path.join(root, 'prepare.py'), 'pycode', f'--out_dir={data_path}'])
+error = make_pycode(os.path.join(data_dir, dataset)) if dataset == 'pycode' and master_process else '' # if missing
 if ddp:
     dist.barrier() # every rank, whatever its node holds: rank 0 may be making the data
 try:
     data, row_start, row_len = open_corpus(data_dir, dataset, block_size) # each file checked, else one line
-    error = ''
 except SystemExit as e:
-    error = str(e)
+    error = error or str(e) # (prepare.py's line first, when it could not make pycode)
 if ddp: # the outcome is agreed, so every rank stops here or none does (no rank waits alone in a collective)
     failed = torch.tensor(float(bool(error)), device=device)
     dist.all_reduce(failed, op=dist.ReduceOp.MAX)
@@ -234,11 +212,7 @@ n_rows = {s: len(row_start[s]) for s in ('train', 'val')}
 if master_process:
     print(f"rows of {block_size} bytes: {n_rows['train']:,} per epoch of train, {n_rows['val']:,} of val")
 
-if prescribe == 'bpe':
-    try:
-        enc = load_bpe(bpe_encoding)
-    except Exception as e: # a download that failed, an unknown name, a file that is not one (load_bpe says which)
-        raise SystemExit(f"train.py: --bpe_encoding={bpe_encoding}: {str(e).partition(chr(10))[0][:300]}")
+enc = load_bpe_or_exit(bpe_encoding, 'train.py') if prescribe == 'bpe' else None # a name, a file: or one line
 
 def get_rows(split, rows):
     """ rows (array of row indices) -> X (B, T) long, M (B, T) bool real positions, prescribed gates or None """
@@ -295,15 +269,8 @@ if init_from == 'resume':
     checkpoint = None # free up memory
 if master_process: # the first write of the run, once every check has passed
     os.makedirs(out_dir, exist_ok=True)
-    def before(line): # rows a killed run wrote past its checkpoint come again: drop them (a fresh run: all of them)
-        try:
-            return line.endswith('\n') and json.loads(line)['iter'] < iter_num and init_from == 'resume'
-        except ValueError: # a line cut short by the kill
-            return False
-    rows = [line for line in open(log_path) if before(line)] if os.path.exists(log_path) else []
-    with open(log_path + '.tmp', 'w') as f:
-        f.writelines(rows)
-    os.replace(log_path + '.tmp', log_path)
+    out_lock = lock(out_dir, 'train.py') # held until the process ends: a second train.py into out_dir is refused
+    restart_log(log_path, iter_num) # without the rows a killed run wrote past its checkpoint: they come again
 raw_model = model # unwrapped, for saving, evaluation and the MFU estimate
 learned = not prescribe and any(True for _ in raw_model.gater.parameters()) # a gater that can collapse
 if master_process:
@@ -377,33 +344,33 @@ def log(row):
     if wandb_log:
         wandb.log({f"{row['split']}/{k}": v for k, v in row.items() if k != 'split'}, step=row['iter'])
 
-def save_checkpoint():
-    """ written to a temporary name, then renamed: a crash mid-write never leaves a broken ckpt.pt """
-    ckpt = dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(), model_args=asdict(raw_model.config),
-                config=config, iter_num=iter_num, best_val_loss=best_val_loss, bytes_seen=bytes_seen,
-                scaler=scaler.state_dict(), bad_steps=bad_steps, off_target=off_target)
-    torch.save(ckpt, ckpt_path + '.tmp')
-    os.replace(ckpt_path + '.tmp', ckpt_path)
+def save(): # common.save_checkpoint: atomic, and a write that fails (a full disk) is one line
+    save_checkpoint(dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(), config=config,
+                         model_args=asdict(raw_model.config), iter_num=iter_num, best_val_loss=best_val_loss,
+                         bytes_seen=bytes_seen, scaler=scaler.state_dict(), bad_steps=bad_steps, off_target=off_target),
+                    ckpt_path, 'train.py')
 
 if wandb_log and master_process:
-    import wandb
+    import wandb # (its import was checked by check_config)
     wandb.init(project=wandb_project, name=wandb_run_name, config=config)
 
-stop_signal = 0 # set by SIGTERM (preemption) or SIGUSR1 (SLURM's warning ahead of it); read at the end of a step
+stop_signal = 0 # SIGTERM (preemption), SIGUSR1 (SLURM's warning ahead of it) or Ctrl-C, read at the end of a step
 def on_signal(signum, frame):
     global stop_signal
+    if signum == signal.SIGINT and stop_signal: # a second Ctrl-C: out now, without this step's checkpoint
+        last = f"the last checkpoint is {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint was written"
+        raise SystemExit(f"train.py: stopped by a second Ctrl-C in iteration {iter_num}, unsaved; {last}")
+    if signum == signal.SIGINT and master_process: # written straight to the file: safe inside a print
+        os.write(2, b"train.py: Ctrl-C: saving after this step, then exiting (Ctrl-C again: exit now, unsaved)\n")
     stop_signal = signum
-signal.signal(signal.SIGTERM, on_signal)
-signal.signal(signal.SIGUSR1, on_signal)
+for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+    signal.signal(sig, on_signal)
 
 def fetch(it, micro_step):
     """ this process's rows of its micro-step micro_step of iteration it, on their way to the device -> X, M,
         prescribed, and micro, the micro-batch's place in the global batch """
     micro = micro_step * (ddp_world_size // share) + ddp_rank // share
     return *get_rows('train', np.split(train_rows(it, micro), share)[ddp_rank % share]), micro
-
-def hms(s):
-    return f"{s // 3600:.0f}h{s % 3600 // 60:02.0f}m" if s >= 3600 else f"{s // 60:.0f}m{s % 60:02.0f}s"
 
 # training loop
 stop_flag = torch.zeros((), device=device) # made once: a step sets it with fill_ only when a signal came in
@@ -430,8 +397,8 @@ while True:
                           f"{rate:.3f} for {off_target} evals: the gater may be collapsing")
             if val['loss'] < best_val_loss or always_save_checkpoint:
                 best_val_loss = min(best_val_loss, val['loss'])
-                if iter_num > 0 or init_from == 'resume':
-                    save_checkpoint()
+                if (iter_num > 0 or init_from == 'resume') and not eval_only: # eval_only leaves ckpt.pt as it is
+                    save()
     if eval_only or iter_num >= max_iters:
         break
 
@@ -440,8 +407,9 @@ while True:
     stats = torch.zeros(9, device=device)
     undecided = torch.zeros(2, device=device) # gate probabilities in (0.1, 0.9), real positions
     finite = torch.ones((), dtype=torch.bool, device=device)
-    if iter_num == signal_at_iter and master_process:
-        os.kill(os.getpid(), signal.SIGTERM) # fault injection (tests): rank 0 alone is preempted
+    if iter_num == signal_at_iter and master_process: # fault injection (tests): rank 0 alone is preempted
+        for sig in os.environ.get('NANOTOK_SIGNALS', 'TERM').split(','):
+            os.kill(os.getpid(), getattr(signal, 'SIG' + sig))
     for micro_step in range(accum):
         X, M, prescribed, micro = nxt or fetch(iter_num, micro_step) # fetched during the last backward, if any
         torch.manual_seed(sample_seed(iter_num, micro) * share + ddp_rank % share) # the gates' draw
@@ -544,7 +512,7 @@ while True:
     iter_num += 1
     if stop: # preempted: the step is done, save it and leave together
         if master_process:
-            save_checkpoint()
+            save()
         break
 
 if ddp:

@@ -1,10 +1,15 @@
 """
 Tests for configurator.py: defaults, then config files, then --key=value flags, last one wins, and every
-mistake exits with a one-line SystemExit naming what was wrong. Each test execs the configurator into a
-dict that stands in for train.py's globals(), with sys.argv patched.
+mistake exits with a one-line SystemExit naming what was wrong, a config file's with its line. Each test execs the
+configurator into a dict that stands in for train.py's globals(), with sys.argv patched. Then the table of keys that
+train.py, sample.py and eval.py share (common.KEYS): --help prints it, and every key of every script refuses a value
+of another type and the values just outside its range, each in one line, while its edges pass (common.check_config).
 Run: python -m pytest -q tests/test_configurator.py
 """
+import ast
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -170,3 +175,145 @@ def test_only_rank_0_prints_the_configuration(monkeypatch, tmp_path, capsys):
     run_configurator(monkeypatch, [str(cfg), '--lr=0.5'], batch_size=12, lr=1e-3)
     out = capsys.readouterr().out
     assert 'Overriding config with' in out and 'Overriding: lr = 0.5' in out
+
+
+# -----------------------------------------------------------------------------
+# the table of keys (common.KEYS) that train.py, sample.py and eval.py check their values against (common.check_config)
+
+def script_help(script, *args):
+    """ a script run in this process (runpy: no second torch import) with --help -> its output, its keys (as --help
+        lists them: name -> the value so far) and the row printed beside each key """
+    import runpy
+    from contextlib import redirect_stdout
+    from io import StringIO
+    argv, sys.argv, out = sys.argv, [script, *args, '--help'], StringIO()
+    try:
+        with redirect_stdout(out), pytest.raises(SystemExit) as e:
+            runpy.run_path(os.path.join(ROOT, script), run_name='__main__')
+    finally:
+        sys.argv = argv
+    assert e.value.code in (0, None)
+    keys, rows = {}, {}
+    for line in out.getvalue().split('with the values so far')[1].splitlines()[1:]:
+        head, _, row = line.strip().partition(' ')
+        k, _, v = head[2:].partition('=')
+        keys[k], rows[k] = ast.literal_eval(v), row.strip()
+    return out.getvalue(), keys, rows
+
+
+SCRIPTS = ('train.py', 'sample.py', 'eval.py')
+
+
+@pytest.fixture(scope='module')
+def helps():
+    return {s: script_help(s) for s in SCRIPTS}
+
+
+def test_help_prints_every_key_with_its_row_of_the_table(helps):
+    """ every key of every script has a row in common.KEYS, --help prints it beside the key, and every row is some
+        script's key; `root`, a path train.py once kept as a global, is no key (nor a did-you-mean) """
+    from common import KEYS
+    for script, (_, keys, rows) in helps.items():
+        assert keys and all(rows[k] == KEYS[k] for k in keys), script
+    assert set(KEYS) == set().union(*(keys for _, keys, _ in helps.values()))
+    assert 'root' not in helps['train.py'][1]
+
+
+def bad_values(k, row):
+    """ key k's row of KEYS -> (a value of the wrong type, values its rule refuses, values at the edges it accepts) """
+    from common import key_rule
+    kind, _, rule, _ = key_rule(row)
+    wrong = {int: '4', float: '0.5', bool: 1, str: 3}[kind] # a config file's `batch_size = "4"`, `compile = 1`
+    if k == 'device': # the machine's own: common.check_device
+        return wrong, ['nonsense', 'cuda:99'], ['cpu']
+    step = 1 if kind is int else 1e-9
+    if rule.startswith(('>', 'in ')):
+        lo, hi = re.findall(r'[-\d.e]+', rule)[-2:] if rule.startswith('in ') else (rule.split()[1], None)
+        lo, hi = kind(float(lo)), hi and kind(float(hi))
+        left = rule.startswith('>= ') or rule.startswith('in [') # the lower edge is allowed
+        right = rule.endswith(']')
+        bad = [lo - step] + ([] if left else [lo]) + ([] if hi is None else [hi + step] + ([] if right else [hi]))
+        bad += [float('inf'), float('nan')] if kind is float else [] # (1e999 on the command line is inf)
+        good = ([lo] if left else [lo + step]) + ([] if hi is None else [hi] if right else [hi - step])
+        return wrong, bad, good
+    if rule.startswith('one of '):
+        names = re.findall(r"'([^']*)'", rule)
+        return wrong, ['nope', names[0].upper() + 'x'], names
+    if rule == 'a folder':
+        return wrong, ['', '/etc/passwd'], ['out', '~/out']
+    if rule == "a folder or ''":
+        return wrong, ['/etc/passwd'], ['', 'data', '~/data']
+    return wrong, [], [True, False] if kind is bool else ['~/x' if rule == 'a path' else 'anything', '']
+
+
+def test_every_key_refuses_a_wrong_type_and_values_out_of_its_range_in_one_line(helps, tmp_path, monkeypatch):
+    """ each key of each script, with every other key at its default: a value of another type and a value just
+        outside its rule end in one line that names the key and the value (a SystemExit with a message: exit status 1,
+        no traceback), with nothing made; the values at the rule's edges pass """
+    from common import KEYS, check_config
+    monkeypatch.chdir(tmp_path) # a relative out_dir would be made here
+    monkeypatch.setenv('HOME', str(tmp_path))
+    n = pairs = 0
+    for script, (_, defaults, _) in helps.items():
+        for k, row in KEYS.items():
+            if k not in defaults:
+                continue
+            pairs += 1
+            wrong, bad, good = bad_values(k, row)
+            if k == 'wandb_log' and not importlib.util.find_spec('wandb'):
+                good = [False] # True needs wandb (tests/test_train.py: without it, one line)
+            for v in [wrong, *bad]:
+                with pytest.raises(SystemExit) as e:
+                    check_config(dict(defaults, **{k: v}), script)
+                msg = e.value.code
+                assert isinstance(msg, str) and '\n' not in msg and msg.startswith(f'{script}: --{k}='), (k, v, msg)
+                allowed = 'cpu' if k == 'device' else row if v is wrong else row.partition(': ')[0].partition(' ')[2]
+                assert (repr(v) if v is wrong else str(v)) in msg and allowed in msg, (k, v, msg) # and what may be
+                n += 1
+            for v in good:
+                ns = dict(defaults, **{k: v}, **({'n_head': 1} if k == 'n_embd' else {})) # one head of 2 at the edge
+                check_config(ns, script) # passes
+                assert ns[k] == (os.path.expanduser(v) if isinstance(v, str) else v) # and '~' is the home folder
+            assert os.listdir(tmp_path) == [], (script, k) # nothing made
+    assert pairs == sum(len(keys) for _, keys, _ in helps.values()) and n > 2 * pairs # (each: 1 to 6 values)
+
+
+def test_the_issue_s_values_are_refused_by_name_and_range():
+    """ the values a new user tried (issue 37), each once silently wrong or a traceback, against train.py's defaults:
+        the line names the key, the value and the rule """
+    from common import check_config
+    _, defaults, _ = script_help('train.py')
+    cases = {'grad_clip': (-1.0, '>= 0'), 'early_weight': (1.5, 'in [0, 1]'), 'prescribe': ('foo', "one of '', 'bpe'"),
+             'n_down': (-1, '>= 0'), 'max_iters': (-5, '>= 0'), 'n_head': (0, '> 0'), 'n_embd': (-64, '>= 2'),
+             'window': (-1, '>= 0'), 'filter_size': (0, '> 0'), 'threads': (-1, '>= 0'),
+             'learning_rate': (-0.003, '> 0'), 'rate': (0.0, 'in (0, 1)'), 'batch_size': ('4', 'int > 0')}
+    for k, (v, rule) in cases.items():
+        shown = repr(v) if k == 'batch_size' else v # a value of the wrong type is shown with its quotes
+        with pytest.raises(SystemExit, match=re.escape(f"--{k}={shown}") + '.*' + re.escape(rule)):
+            check_config(dict(defaults, **{k: v}), 'train.py')
+    with pytest.raises(SystemExit, match=r'n_embd=30 must split into n_head=4 heads'): # two keys together
+        check_config(dict(defaults, n_embd=30, n_head=4), 'train.py')
+
+
+@pytest.mark.parametrize('src, says', [
+    ("batch_size = 4\nlearning_rate = (1e-3\n", "line 2: '(' was never closed"),
+    ("batch_size: 4\n", "line 1: 'batch_size: 4' is an annotation, which sets nothing; write 'batch_size = ...'"),
+    ("x = 1\nbatch_size = int('four')\n", "line 2: ValueError: invalid literal for int()"),
+])
+def test_a_mistake_in_a_config_file_names_the_file_and_its_line(monkeypatch, tmp_path, src, says):
+    cfg = tmp_path / 'cfg.py'
+    cfg.write_text(src)
+    msg = exits_with(monkeypatch, [str(cfg)], batch_size=12, learning_rate=6e-4)
+    assert msg.startswith(f"configurator: config file '{cfg}', ") and says in msg and '<string>' not in msg, msg
+    assert '\n' not in msg
+
+
+def test_a_config_file_value_of_the_wrong_type_is_one_line_from_train_py(tmp_path):
+    """ as a user meets it: `python train.py cfg.py`, a subprocess, with `batch_size = "4"` in the file """
+    cfg = tmp_path / 'cfg.py'
+    cfg.write_text('batch_size = "4"\n')
+    r = subprocess.run([sys.executable, 'train.py', str(cfg), f'--out_dir={tmp_path / "out"}'], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr and not (tmp_path / 'out').exists()
+    assert r.stderr.strip().splitlines() == ["train.py: --batch_size='4' is str, not int > 0: rows per micro-batch, "
+                                             "the batch baseline's rows (sample.py, eval.py: rows per forward)"]

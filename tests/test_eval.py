@@ -1,8 +1,9 @@
 """
 eval.py as a user runs it: the lm-evaluation-harness adapter scores bytes as the model's logits do; a real harness run,
 offline, on a tiny local multiple-choice task gives acc in [0, 1] and the gold continuation's bpb of a direct
-computation; a group or tag is one row per task; the fineweb protocol reproduces train.py's own val bpb on the same
-rows and seed, and runs without lm_eval or tiktoken; offline is one quiet line; one-line errors; stdout is line-buffered.
+computation; a group or tag is one row per task; the bpb protocol (also named fineweb) reproduces train.py's own val
+bpb on the same rows and seed, says why the two differ otherwise, keeps every run in eval.jsonl, and runs without
+lm_eval or tiktoken; offline is one quiet line; one-line errors; stdout is line-buffered.
 Run: python -m pytest -q tests/test_eval.py
 """
 import importlib.util
@@ -165,9 +166,11 @@ def test_fineweb_protocol_matches_train_py_val_bpb(tmp_path):
     val = [row for row in map(json.loads, open(tmp_path / 'log.jsonl')) if row['split'] == 'val'][-1]
     ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     assert val['iter'] == ckpt['iter_num'] == 4 # the logged val bpb is the saved checkpoint's
-    r = run_eval(f'--out_dir={tmp_path}', '--tasks=fineweb', '--batch_size=4', '--limit=8', '--device=cpu')
+    r = run_eval(f'--out_dir={tmp_path}', '--tasks=bpb', '--batch_size=4', '--limit=8', '--device=cpu')
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    res = json.load(open(tmp_path / 'eval.json'))['tasks']['fineweb']
+    assert "bpb: the mean over 8 documents of test of each one's bits per byte, on its first 63 bytes" in r.stdout
+    assert "train.py's val bpb is byte-weighted over eval_iters x batch_size rows" in r.stdout # why they differ
+    res = json.load(open(tmp_path / 'eval.json'))['tasks']['bpb']
     assert res['n'] == 8 and res['split'] == 'test'
     assert res['corpus_bpb'] == pytest.approx(val['bpb'], abs=1e-6)
     assert res['rate'] == pytest.approx(val['rate'], abs=1e-6)
@@ -186,6 +189,11 @@ def test_fineweb_protocol_matches_train_py_val_bpb(tmp_path):
     assert res['bpb'] == pytest.approx(np.mean(per_doc), abs=1e-6)
     assert res['bpb_se'] == pytest.approx(np.std(per_doc) / math.sqrt(8), abs=1e-6)
     assert 'samples them' in r.stdout and '1337' in r.stdout # the output says the gates were sampled, and how
+    r = run_eval(f'--out_dir={tmp_path}', '--tasks=fineweb', '--split=val', '--limit=4', '--device=cpu') # the old name
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    runs = [json.loads(line) for line in open(tmp_path / 'eval.jsonl')] # every run, the earlier one kept
+    assert [list(run['tasks']) for run in runs] == [['bpb'], ['fineweb']] and runs[0]['tasks']['bpb'] == res
+    assert runs[1]['tasks']['fineweb']['split'] == 'val' and json.load(open(tmp_path / 'eval.json')) == runs[1]
 
 
 
@@ -261,7 +269,7 @@ def test_fineweb_and_sample_run_without_the_optional_packages(ckpt, lean, tmp_pa
     r = run_eval(f'--out_dir={tmp_path}', '--tasks=fineweb,piqa', f'--data_dir={tmp_path}', '--dataset=lean', env=env)
     assert r.returncode == 1 and 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert 'needs lm-evaluation-harness' in r.stderr and 'pip install lm-eval' in r.stderr
-    assert not (tmp_path / 'eval.json').exists()
+    assert not (tmp_path / 'eval.json').exists() and len(open(tmp_path / 'eval.jsonl').readlines()) == 1 # the first
 
 
 def test_offline_hub_task_is_one_line(ckpt, tmp_path):
@@ -288,7 +296,13 @@ def test_one_line_errors(ckpt, tmp_path):
         "output_type: multiple_choice\nvalidation_split: validation\ndoc_to_text: '{{goal}}'\ndoc_to_target: label\n"
         "doc_to_choice: '{{[sol1, sol2]}}'\n")
     n_gpu = torch.cuda.device_count()
+    (tmp_path / 'pickled').mkdir()
+    torch.save(SimpleNamespace(lr=1), tmp_path / 'pickled' / 'ckpt.pt') # a pickle, not a nanotok checkpoint
     cases = [(('--tasks=fineweb',), ['none has no test split', '--split=val'], 'python prepare.py'),
+             (('--tasks=bpb', f'--out_dir={tmp_path / "pickled"}'), ['is truncated or not a nanotok checkpoint'],
+              'weights_only'),
+             (('--tasks=bpb', '--out_dir=/proc/nanotok'), ['--out_dir=/proc/nanotok: cannot write in /proc'], None),
+             (('--tasks=bpb', '--limit=0'), ['--limit=0 must be > 0'], None),
              (('--tasks=fineweb', '--dataset=pycode'), ['pycode has no test split', '--split=val'], 'python prepare.py'),
              (('--tasks=fineweb', '--dataset=broken', '--split=val'), [f"cannot read {tmp_path / 'broken'}"], None),
              (('--tasks=fineweb', '--split=tset'), ['no tset split', '(it has val)', '--split=val'], None),

@@ -50,7 +50,7 @@ def test_a_stopped_run_resumes_from_its_checkpoint(ladder):
     assert ladder.resumed.stdout.count('(resumes)') == 2 # hnet's first calibration run and random's
     out = ladder.root / 'out' / 'ladder' / 'r1' / 'random_s1'
     txt = open(out / 'train.txt').read()
-    assert 'stopped by SIGTERM after iteration 2' in txt and "resuming from" in txt
+    assert 'stopped by SIGTERM after iteration 2' in txt and 'resumed from iter 3' in txt
     val = [r['iter'] for r in map(json.loads, open(out / 'log.jsonl')) if r['split'] == 'val']
     train = [r['iter'] for r in map(json.loads, open(out / 'log.jsonl')) if r['split'] == 'train']
     assert val == [0, 4] and train == sorted(set(train)) # the log goes on where the checkpoint was, nothing twice

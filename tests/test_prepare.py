@@ -1,5 +1,6 @@
 """prepare.py: the document filters, the split rule and byte budget, resuming an interrupted run byte for byte,
-meta.json, the text column only, the file format, pycode, files, the progress lines and the error lines."""
+meta.json, the text column only, the file format, pycode, files, the progress lines and the error lines, and a
+finished dataset never replaced silently."""
 import json
 import os
 import re
@@ -146,6 +147,10 @@ def test_files(tmp_path):
     (['fineweb', '--source={one}', '--test_docs=1', '--val_docs=1'], ['{one}', '1 documents kept', 'left for val']),
     (['fineweb', '--source={one}', '--val_docs=0'], ['--val_docs=0', '>= 1']),
     (['fineweb', '--source={one}', '--num_proc=4'], ['--num_proc=4']),
+    (['files', '--path={one}', '--max_doc_bytes=-5'], ['--max_doc_bytes=-5 must be >= 0']),  # cut 5 bytes off each
+    (['fineweb', '--source={one}', '--max_bytes=inf'], ['--max_bytes', "'inf'"]),
+    (['files', '--path={one}', '--out_dir=/proc/nanotok'], ['--out_dir=/proc/nanotok: cannot write in /proc']),
+    (['files', '--path={one}', '--out_dir={bad}'], ['--out_dir={bad}', 'bad.jsonl is a file, not a folder']),
 ])
 def test_errors(tmp_path, args, words):
     (tmp_path / 'empty').mkdir()
@@ -153,11 +158,38 @@ def test_errors(tmp_path, args, words):
     (tmp_path / 'one' / 'a.jsonl').write_text(json.dumps({'text': 'x' * 5000}) + '\n')  # one document in one file
     (tmp_path / 'bad.jsonl').write_text('{"text": "unterminated\n')
     fill = lambda s: s.format(empty=tmp_path / 'empty', bad=tmp_path / 'bad.jsonl', one=tmp_path / 'one')
-    r = run(*map(fill, args), f'--out_dir={tmp_path}/out')
+    r = run(f'--out_dir={tmp_path}/out', *map(fill, args))  # (a later --out_dir wins)
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and len(lines) == 1 and 'Traceback' not in r.stderr, r.stderr
     assert all(fill(w) in lines[0] for w in words), lines[0]
     assert not (tmp_path / 'out').exists()  # no files, not even an empty folder that looks like a dataset
+
+
+def test_a_dataset_is_not_replaced_silently(tmp_path):
+    """Rerunning the command that made a dataset does nothing; other arguments, or a folder of datasets that
+    prepare.py did not record, are refused in one line, as a model trained on it needs it as it was; --restart
+    replaces it. A '~' in a path is the home folder."""
+    (tmp_path / 'in').mkdir()
+    for i in range(6):
+        (tmp_path / 'in' / f'{i}.txt').write_text(f'document {i} ' * (i + 1))
+    args = ['files', '--path=~/in', '--out_dir=~/out']
+    home = {'HOME': str(tmp_path)}
+    assert run(*args, **home).returncode == 0
+    made = {f: (tmp_path / 'out' / f).read_bytes() for f in os.listdir(tmp_path / 'out')}
+    r = run(*args, **home)
+    assert r.returncode == 0 and 'nothing to do' in r.stdout and 'Traceback' not in r.stderr, r.stderr
+    r = run(*args, '--val_every=2', **home)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and '--val_every=20 (now --val_every=2)' in lines[0], r.stderr
+    assert '--restart' in lines[0] and {f: (tmp_path / 'out' / f).read_bytes() for f in made} == made
+    assert sorted(os.listdir(tmp_path / 'out')) == sorted(made)  # nothing added either
+    r = run('pycode', '--out_dir=~/out', **home)  # another dataset's name
+    assert r.returncode == 1 and 'made from files (now pycode)' in r.stderr, r.stderr
+    (tmp_path / 'out' / 'meta.json').unlink()  # its record gone: whose is it?
+    r = run(*args, **home)
+    assert r.returncode == 1 and 'no readable meta.json' in r.stderr and '--restart' in r.stderr, r.stderr
+    r = run(*args, '--val_every=2', '--restart', **home)
+    assert r.returncode == 0 and json.loads((tmp_path / 'out' / 'meta.json').read_text())['args']['val_every'] == 2
 
 
 def test_docstrings():

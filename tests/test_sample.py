@@ -292,15 +292,20 @@ def test_a_bpe_guided_model_is_analyzed_on_bpe_gates_and_does_not_generate(ckpts
 # bad input: one line, the right exit code, no traceback
 
 def test_missing_or_broken_checkpoint(tmp_path):
-    """ common.load_checkpoint, which eval.py shares: one line naming the file, and what to do """
-    (tmp_path / 'cut').mkdir()
+    """ common.load_checkpoint, which eval.py shares: one line naming the file, and what to do; a file that is not a
+        nanotok checkpoint (a pickle of anything) never gets torch's advice to load it with weights_only=False """
+    import argparse
+    for name in ('cut', 'pickled'):
+        (tmp_path / name).mkdir()
     (tmp_path / 'cut' / 'ckpt.pt').write_bytes(b'PK\x03\x04 cut short by a kill mid-copy')
-    (rc, out, err), (rc2, _, err2) = run_all((f'--out_dir={tmp_path / "nowhere"}',), (f'--out_dir={tmp_path / "cut"}',))
+    torch.save(argparse.Namespace(lr=1), tmp_path / 'pickled' / 'ckpt.pt')
+    (rc, out, err), *broken = run_all(*[(f'--out_dir={tmp_path / n}',) for n in ('nowhere', 'cut', 'pickled')])
     assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
     assert str(tmp_path / 'nowhere' / 'ckpt.pt') in err and f'python train.py --out_dir={tmp_path / "nowhere"}' in err
-    rc, err = rc2, err2
-    assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1
-    assert err.startswith(f'sample.py: cannot load {tmp_path / "cut" / "ckpt.pt"}: ')
+    for name, (rc, _, err) in zip(('cut', 'pickled'), broken):
+        assert rc != 0 and 'Traceback' not in err and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(f'sample.py: {tmp_path / name / "ckpt.pt"} is truncated or not a nanotok checkpoint (')
+        assert 'weights_only' not in err and f'python train.py --out_dir={tmp_path / name}' in err
 
 
 def test_empty_prompt_starts_from_bos(ckpts):
@@ -335,7 +340,9 @@ def test_unknown_encoding(ckpts, plugin):
 
 def test_bad_values_name_the_flag(ckpts):
     cases = [('--max_new_tokens=-1', '--max_new_tokens=-1 must be >= 0'), ('--top_k=0', '--top_k=0 must be > 0'),
-             ('--dtype=fp8', '--dtype=fp8')]
+             ('--dtype=fp8', '--dtype=fp8'), ('--temperature=0', '--temperature=0.0 must be > 0'),
+             ('--max_new_tokens=1000000000', '--num_samples=3 x --max_new_tokens=1000000000 must be at most 10,000,000')]
+    # (the last: 30 GB, which one sample took before printing a byte)
     if not torch.cuda.is_available():
         cases.append(('--device=cuda', 'no CUDA GPU; use --device=cpu'))
     if not torch.backends.mps.is_available():  # --device=mps on Linux, or on a Mac without MPS
@@ -345,6 +352,18 @@ def test_bad_values_name_the_flag(ckpts):
     results = run_all(*[(f'--out_dir={ckpts["whitespace"]}', flag) for flag, _ in cases])
     for (flag, says), (rc, out, err) in zip(cases, results):
         assert rc != 0 and says in err and 'Traceback' not in err and len(err.strip().splitlines()) == 1, flag
+
+
+def test_a_prompt_whose_bytes_are_not_utf8_is_read_as_those_bytes(ckpts):
+    """ argv holds bytes on Linux: a prompt of invalid UTF-8 (a Latin-1 file name pasted in) is the prompt's bytes, as
+        the model reads bytes (it was a UnicodeEncodeError traceback), and prints, even where stdout is strict UTF-8 """
+    prompt = b'caf\xe9 \xff'
+    r = subprocess.run([sys.executable, 'sample.py', f'--out_dir={ckpts["whitespace"]}'.encode(), b'--start=' + prompt,
+                        b'--max_new_tokens=5', b'--num_samples=1', b'--show_boundaries'], cwd=ROOT, capture_output=True,
+                       env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONIOENCODING='utf-8:strict'))
+    assert r.returncode == 0 and b'Traceback' not in r.stderr, r.stderr[-2000:]
+    assert b'\n--- learned: 11 bytes in ' in r.stdout # the 6 bytes as given, then 5 more
+    assert samples(r.stdout.decode('utf-8', 'replace').split('\n', 5)[-1])[0].startswith('caf\ufffd |\ufffd')
 
 
 def test_runs_without_the_optional_packages(ckpts, lean, tmp_path):

@@ -90,7 +90,7 @@ def census(tmp_path, *flags):
     src = open(TRAIN).read().splitlines()
     first = next(i for i, line in enumerate(src, 1) if line.strip().startswith('# one optimizer step'))
     last = next(i for i, line in enumerate(src, 1) if line.strip().startswith('# timing and logging'))
-    argv, handlers = sys.argv, {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    argv, handlers = sys.argv, {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
     tolist, mode = torch.Tensor.tolist, Census()
 
     def noted_tolist(self):

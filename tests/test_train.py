@@ -6,7 +6,10 @@ process on the same global batch, also with the defaults' single micro-batch; th
 a collapsing rate warns; a bad ckpt.pt gets one line; every config/ file gives a valid model of its size. And as a new
 user meets it (issue 29): a rerun overwrites nothing, progress lines reach a pipe as they are printed, a run ends with
 a summary, every bad input is one line that writes nothing, a resume refuses model flags that contradict its
-checkpoint, train.py runs from any directory. Fault injection comes from NANOTOK_* environment variables.
+checkpoint, train.py runs from any directory. And nothing lost (issue 37): Ctrl-C saves as SIGTERM does and a second
+one exits at once, a run owns its out_dir, --eval_only and a max_iters behind the checkpoint leave it as it is, a full
+disk keeps the last checkpoint, folders and wandb are checked before any work. Fault injection comes from NANOTOK_*
+environment variables.
 Run: python -m pytest -q tests/test_train.py   (about eight minutes on 2 busy cores)
 """
 import argparse
@@ -194,6 +197,93 @@ def test_sigusr1_stops_one_process_and_auto_resumes_it_exactly(tmp_path, data_di
     resumed = train(tmp_path, data_dir, *args) # the same command: the checkpoint is there, it resumes
     assert rows(resumed) == rows(full)
     assert all(0 <= r['undecided'] <= 1 for r in full if r['split'] == 'train') # a learned gater: its share logged
+
+
+def test_ctrl_c_saves_as_sigterm_does_and_a_second_ctrl_c_exits_at_once(tmp_path, data_dir):
+    """ SIGINT in iteration 3 (NANOTOK_SIGNALS: rank 0 sends it to itself, once or twice in a row): once, the step
+        ends, the checkpoint is saved and the run exits 0 as on SIGTERM (it was a KeyboardInterrupt traceback, and all
+        since the last eval lost); twice, it exits at once, unsaved, in one line """
+    args = ['--max_iters=20', '--eval_interval=20']
+    procs = [subprocess.Popen(train_cmd(tmp_path / n, data_dir, *args), cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS='1',
+                              NANOTOK_SIGNAL_AT_ITER='3', NANOTOK_SIGNALS=n)) for n in ('INT', 'INT,INT')]
+    (out, err), (_, err2) = [p.communicate(timeout=600) for p in procs]
+    notice = 'train.py: Ctrl-C: saving after this step, then exiting (Ctrl-C again: exit now, unsaved)'
+    assert procs[0].returncode == 0 and err.strip().splitlines() == [notice], err[-3000:]
+    assert 'stopped by SIGINT after iteration 3' in out and '--init_from=resume' in out
+    assert torch.load(tmp_path / 'INT' / 'ckpt.pt', weights_only=True)['iter_num'] == 4
+    assert procs[1].returncode == 1 and err2.strip().splitlines() == [
+        notice, 'train.py: stopped by a second Ctrl-C in iteration 3, unsaved; no checkpoint was written'], err2[-3000:]
+    assert not (tmp_path / 'INT,INT' / 'ckpt.pt').exists()
+
+
+def test_a_run_owns_its_out_dir_and_a_killed_one_leaves_no_lock_behind(tmp_path, data_dir):
+    """ a second train.py into an out_dir that a running one writes is refused in one line (both ran, into one log,
+        either checkpoint winning); after a kill -9 the lock file is still there, yet blocks nothing """
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONUNBUFFERED='1')
+    p = subprocess.Popen(train_cmd(tmp_path, data_dir, '--max_iters=100000', '--eval_interval=100000'), cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        next(line for line in p.stdout if line.startswith('iter 0/')) # it has made out_dir and holds it
+        log = (tmp_path / 'log.jsonl').read_bytes()
+        r = run(train_cmd(tmp_path, data_dir, '--max_iters=2', '--init_from=auto'))
+    finally:
+        p.kill()
+        p.wait(timeout=600)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f'train.py: {tmp_path} is in use by another train.py (pid {p.pid}); wait for it to end, or stop it, or use '
+        f'another --out_dir'], r.stderr[-2000:]
+    assert (tmp_path / 'log.jsonl').read_bytes().startswith(log) and (tmp_path / 'lock').exists()
+    train(tmp_path, data_dir, '--max_iters=2', '--eval_interval=2') # killed: its lock went with it
+
+
+def test_eval_only_and_a_max_iters_behind_the_checkpoint_leave_it_as_it_is(tmp_path, data_dir, full_run):
+    """ --eval_only=True evaluates and writes no ckpt.pt (it rewrote the saved config: dataset, max_iters, eval_only);
+        a resume with --max_iters below the checkpoint's iteration says so in one line (it evaluated, then saved the
+        checkpoint with the lower max_iters); a resume says where it starts """
+    shutil.copytree(full_run[0], tmp_path / 'run')
+    ckpt = (tmp_path / 'run' / 'ckpt.pt').read_bytes()
+    r = run(train_cmd(tmp_path / 'run', data_dir, '--init_from=resume', '--eval_only=True', '--max_iters=0',
+                      '--eval_iters=1'))
+    assert r.returncode == 0 and f"resumed from iter 12 of {tmp_path / 'run' / 'ckpt.pt'}" in r.stdout, r.stderr[-2000:]
+    assert 'iter 12/0 val: bpb ' in r.stdout and (tmp_path / 'run' / 'ckpt.pt').read_bytes() == ckpt
+    log = (tmp_path / 'run' / 'log.jsonl').read_bytes()
+    msg = exit_message(*TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path / "run"}',
+                       '--threads=1', '--init_from=resume', '--max_iters=4')
+    assert msg == (f"train.py: {tmp_path / 'run' / 'ckpt.pt'} is at iteration 12, past --max_iters=4: nothing to "
+                   f"train, it stays as it is; raise --max_iters to go on, or evaluate it with --eval_only=True")
+    assert (tmp_path / 'run' / 'ckpt.pt').read_bytes() == ckpt and (tmp_path / 'run' / 'log.jsonl').read_bytes() == log
+
+
+FULL_DISK = """
+import errno, os, runpy, sys
+import torch
+save, calls = torch.save, []
+def full_disk(obj, path): # the first checkpoint is written; the second fills the disk halfway through
+    calls.append(path)
+    if len(calls) == 1:
+        return save(obj, path)
+    open(path, 'wb').write(b'PK half a checkpoint')
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+torch.save = full_disk
+sys.argv = ['train.py', *sys.argv[1:]]
+sys.path.insert(0, os.getcwd())
+runpy.run_path('train.py', run_name='__main__')
+"""
+
+
+def test_a_checkpoint_that_cannot_be_written_keeps_the_last_one(tmp_path, data_dir):
+    """ a full disk at the second checkpoint (torch.save fails halfway): one line, exit 1, the first checkpoint as it
+        was and no half-written file """
+    (tmp_path / 'full_disk.py').write_text(FULL_DISK)
+    r = run([sys.executable, str(tmp_path / 'full_disk.py'), *train_cmd(tmp_path / 'out', data_dir, '--max_iters=4',
+                                                                         '--eval_interval=2')[2:]])
+    path = tmp_path / 'out' / 'ckpt.pt'
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f'train.py: cannot write {path} (No space left on device); the last one is as it was: resume it with '
+        f'--init_from=resume when there is room'], r.stderr[-3000:]
+    assert torch.load(path, weights_only=True)['iter_num'] == 2 # the first one, whole
+    assert sorted(os.listdir(tmp_path / 'out')) == ['ckpt.pt', 'lock', 'log.jsonl'] # no ckpt.pt.tmp
 
 
 def test_non_finite_steps_in_a_row_stop_the_run_with_its_last_good_checkpoint(tmp_path, data_dir):
@@ -479,7 +569,8 @@ def test_bpe_guidance_reads_a_tiktoken_file(tmp_path):
 
 def test_bad_flags_name_the_key(tmp_path, data_dir):
     cases = (('--batch_sise=4', 'batch_sise'), ('--batch_size=0', 'batch_size=0'),
-             ('--gater=seq', "unknown gater 'seq'"), ('--dtype=fp8', 'dtype=fp8')) # types: tests/test_configurator.py
+             ('--gater=seq', "--gater=seq must be one of 'sequential',"), ('--dtype=fp8', 'dtype=fp8')) # (and
+    # every key's type and range: tests/test_configurator.py)
     procs = [subprocess.Popen([sys.executable, 'train.py', arg], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for arg, _ in cases] # all at once: each is an import
     for (arg, key), p in zip(cases, procs):
@@ -546,7 +637,18 @@ BAD = {'--rate=0': '--rate=0.0 must be in (0, 1)', '--rate=1.5': '--rate=1.5 mus
        '--device=nonsense': '--device=nonsense is not a device', '--bach_size=4': 'did you mean --batch_size',
        '--nan_at_iter=2': "unknown config key 'nan_at_iter'", # fault injection comes from the environment
        '--dataset=pydocs': 'python prepare.py pydocs --out_dir=', # a name prepare.py knows
-       '--dataset=mine': 'is not in'}
+       '--dataset=mine': 'is not in',
+       # issue 37: once silently wrong runs or tracebacks (every key's range: tests/test_configurator.py)
+       '--grad_clip=-1': '--grad_clip=-1.0 must be >= 0', '--early_weight=1.5': '--early_weight=1.5 must be in [0, 1]',
+       '--prescribe=foo': "--prescribe=foo must be one of '', 'bpe'", '--n_down=-1': '--n_down=-1 must be >= 0',
+       '--max_iters=-5': '--max_iters=-5 must be >= 0', '--n_head=0': '--n_head=0 must be > 0',
+       '--n_embd=-64': '--n_embd=-64 must be >= 2', '--window=-1': '--window=-1 must be >= 0',
+       '--filter_size=0': '--filter_size=0 must be > 0', '--threads=-1': '--threads=-1 must be >= 0',
+       '--learning_rate=-0.003': '--learning_rate=-0.003 must be > 0', '--learning_rate=1e999': 'must be finite',
+       # and the folders: one that cannot be made, an empty name, a data_dir for pycode that cannot be made
+       '--out_dir=/proc/nanotok': '--out_dir=/proc/nanotok: cannot write in /proc',
+       '--out_dir=': '--out_dir= must be a folder',
+       '--data_dir=/proc/nanotok --dataset=pycode': 'prepare.py: --out_dir=/proc/nanotok/pycode: cannot write in /proc'}
 
 
 def exit_message(*args):
@@ -568,7 +670,7 @@ def test_each_bad_input_is_one_line_and_writes_nothing(tmp_path, data_dir):
     line = {}
     for i, bad in enumerate(BAD):
         msg = exit_message(*TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path / str(i)}',
-                           *bad.split())
+                           '--threads=1', *bad.split()) # (threads: the cores left idle, looked at in this process)
         assert isinstance(msg, str) and '\n' not in msg and BAD[bad] in msg, (bad, msg)
         assert not os.path.exists(tmp_path / str(i)), bad # nothing written
         line[bad] = msg
@@ -579,6 +681,25 @@ def test_each_bad_input_is_one_line_and_writes_nothing(tmp_path, data_dir):
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [line['--rate=0']]
     out = run([sys.executable, 'train.py', '--help']).stdout
     assert '--rate=0.2' in out and 'nan_at_iter' not in out and 'signal_at_iter' not in out # no test-only options
+
+
+def test_what_a_run_needs_of_the_machine_fails_in_one_line_before_any_work(tmp_path, data_dir, monkeypatch):
+    """ issue 37: an out_dir or a data_dir that is a file, an out_dir under one, --wandb_log=True without wandb: one
+        line each and nothing made; '~' in out_dir is the home folder (it made a folder named '~') """
+    (tmp_path / 'file').write_text('not a folder')
+    monkeypatch.setitem(sys.modules, 'wandb', None) # `import wandb` fails, as where it is not installed
+    cases = {f'--out_dir={tmp_path / "file"}': f'--out_dir={tmp_path / "file"} must be a folder',
+             f'--out_dir={tmp_path / "file" / "run"}': f'{tmp_path / "file"} is a file, not a folder',
+             f'--data_dir={tmp_path / "file"}': f"--data_dir={tmp_path / 'file'} must be a folder or ''",
+             '--wandb_log=True': '--wandb_log=True needs wandb: pip install wandb'}
+    for arg, says in cases.items():
+        msg = exit_message(*TINY, f'--data_dir={data_dir}', '--dataset=tiny', f'--out_dir={tmp_path / "out"}',
+                           '--threads=1', arg)
+        assert isinstance(msg, str) and '\n' not in msg and says in msg, (arg, msg)
+        assert sorted(os.listdir(tmp_path)) == ['file'] # no out_dir, no log.jsonl
+    r = run(train_cmd('~/run', data_dir, '--max_iters=0'), HOME=str(tmp_path))
+    assert r.returncode == 0 and (tmp_path / 'run' / 'log.jsonl').exists(), r.stderr[-2000:]
+    assert not os.path.exists(os.path.join(ROOT, '~')) # (train.py runs in ROOT)
 
 
 def test_a_resume_refuses_model_flags_that_contradict_its_checkpoint(tmp_path, data_dir, full_run):
