@@ -89,10 +89,8 @@ early_exit_reward = True # reward CE_early - CE; False: reward -CE
 batch_baseline = True # subtract the batch mean reward at each position
 rate_loss = 'ours' # 'ours': mean(logit) * sg(mean(p) - rate); 'hnet': H-Net's ratio loss; 'binomial': Nawrot's prior
 rate_weight = 0.1 # lambda_c (the paper's 0.01 in config/method_sequential.py)
-# levers beyond the paper (off in every paper config; README, departures): a learned gater's first gate_warmup steps
-# run on random boundaries (Bernoulli(rate)) with its own losses off; draws > 1 reads each row that many times, each
-# draw's baseline the mean reward of the row's other draws (leave-one-out) instead of the batch's
-gate_warmup = 0
+# two levers beyond the paper (off in its configs): the first gate_warmup steps on Bernoulli(rate) boundaries, the
+gate_warmup = 0 # gater's losses off; each row read `draws` times, each draw's baseline the mean of the row's others
 draws = 1
 # adamw optimizer and schedule: linear warmup from 0.1*lr, then cosine to min_lr at lr_decay_iters
 learning_rate = 3e-3
@@ -416,8 +414,7 @@ while True:
         if draws > 1: # each row `draws` times in a row: (B*draws, T)
             X, M = X.repeat_interleave(draws, 0), M.repeat_interleave(draws, 0)
         warm = iter_num < gate_warmup # the network learns on random boundaries; the gater waits
-        if warm:
-            prescribed = (torch.rand(X.shape, device=device) < rate).float()
+        prescribed = (torch.rand(X.shape, device=device) < rate).float() if warm else prescribed
         sync = nullcontext() if not ddp or micro_step == accum - 1 else model.no_sync() # all-reduce on the last
         with sync:
             with ctx:
