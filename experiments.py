@@ -621,7 +621,9 @@ def ladder_tabulate():
     for (rung, method), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], list(METHODS).index(kv[0][1])
                                                                     if kv[0][1] in METHODS else 99)):
         row = dict(rung=rung, method=method, seeds=[r['seed'] for r in rs], target=rs[0]['target'],
-                   bytes=rs[0]['bytes'], flops=ladder_flops(rung) * rs[0]['bytes'], command=rs[0]['command'],
+                   bytes=rs[0]['bytes'], command=rs[0]['command'], # (each draw of a row costs its bytes again)
+                   flops=ladder_flops(rung) * rs[0]['bytes'] * int(dict(a[2:].split('=') for a in rs[0]['args'][1:]
+                                                                        if a.startswith('--')).get('draws', 1)),
                    edges=sum(on_edges(r['val']) for r in rs), per_seed={k: [r['val'][k] for r in rs] for k in KEYS})
         for k in KEYS:
             v = row['per_seed'][k]
@@ -636,15 +638,16 @@ def ladder_tabulate():
     if 'random' in rows1 and 'word_ends' in rows1: # issue 36's target for the learned gater and each lever
         print(f"\nrung 1, the learned gater and its levers, per seed; target: on word edges in >= 5 of 6 seeds, every "
               f"seed below random's best ({min(rows1['random']['per_seed']['bpb']):.3f}), the mean at most word ends' "
-              f"({rows1['word_ends']['bpb']:.3f})\n| setting | bpb per seed | mean ± std | recall/precision per seed | "
-              f"edges | below random | <= word ends |\n|---|---|---|---|---|---|---|")
+              f"({rows1['word_ends']['bpb']:.3f})\n| setting | bpb per seed | mean ± std | recall/precision per "
+              f"seed | edges | below random | <= word ends |\n|---|---|---|---|---|---|---|")
         for m in ['learned', *LEVERS36]:
             if m in rows1:
                 r, ps = rows1[m], rows1[m]['per_seed']
                 r['target'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
                                    below_random=max(ps['bpb']) < min(rows1['random']['per_seed']['bpb']),
                                    below_word_ends=r['bpb'] <= rows1['word_ends']['bpb'])
-                print(f"| {m} | {', '.join(f'{v:.3f}' for v in ps['bpb'])} | {r['bpb']:.3f} ± {r['bpb_std'] or 0:.3f} | "
+                print(f"| {m} | {', '.join(f'{v:.3f}' for v in ps['bpb'])} | {r['bpb']:.3f} ± "
+                      f"{r['bpb_std'] or 0:.3f} | "
                       + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
                                   zip(ps['word_boundary'], ps['boundary_precision']))
                       + f" | {r['edges']}/{len(ps['bpb'])} | " + ' | '.join('yes' if v else 'no' for v in
@@ -664,7 +667,7 @@ def ladder_tabulate():
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for method in [m for m in METHODS if any(r['method'] == m for r in rows)] + list(LEVERS36):
+    for method in [m for m in METHODS if any(r['method'] == m for r in rows)]: # (the levers: the table above)
         rs = [r for r in rows if r['method'] == method]
         if not rs:
             continue
