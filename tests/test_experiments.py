@@ -8,6 +8,7 @@ Slow (about 1.5 minutes): python -m pytest -q -m slow tests/test_experiments.py
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -175,6 +176,20 @@ def test_figure_segments_one_text_three_ways(exp):
     for chunks in fig['rows'][2]['chunks']: # word_ends: a chunk ends on the space after a word
         assert all(c[-1].isspace() and not c[-2].isspace() for c in chunks[:-1] if len(c) > 1)
     assert 'bytes per chunk' in res.stdout
+
+
+def test_vocab_beside_a_words_bpe(exp):
+    """ --vocab: sample.py's vocabulary of the learned run in assets/vocab.md; --bpe_pat=words trains the BPE inside
+        whitespace-run + word pre-tokens into a .words.tiktoken file, which load_bpe reads with that pattern """
+    from common import WORDS_PAT, load_bpe
+    run = exp.root / 'out' / 'levers' / 'learned_s1'
+    res = exp('--vocab=True', '--bpe_pat=words', f'--figure_run={run}')
+    p = json.load(open(exp.root / 'assets' / 'controls.json'))['prescribed_words']['bpe']
+    assert p['path'].endswith('bpe_rate0.2.words.tiktoken') and load_bpe(p['path'])._pat_str == WORDS_PAT
+    text = open(exp.root / 'assets' / 'vocab.md').read()
+    assert text.startswith(f"$ python sample.py --out_dir={run} --analyze=val --compare=") and '--vocab=15' in text
+    assert '| rank | learned (' in text and '| bpe_rate0.2.words.tiktoken (' in text and text in res.stdout
+    assert len([l for l in text.splitlines() if re.match(r'\| \d+ \|', l)]) == 15
 
 
 def test_bad_input_is_one_line_and_writes_nothing(exp, tmp_path):
