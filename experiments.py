@@ -109,6 +109,8 @@ if table == 'paper_run' and not os.path.exists(os.path.join(HERE, f'config/train
     raise SystemExit(f"experiments.py: --paper_size={paper_size!r}: there is no config/train_{paper_size}_random.py")
 corpus = os.path.join(data_dir, 'pycode')
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)) # killed: the trainings this process started stop too
+signal.signal(signal.SIGINT, lambda *_: sys.exit("experiments.py: interrupted; the runs save as they stop (rerun the "
+                                                 "same command: the ladder's resume, another table's start over)"))
 
 def rel(path):
     """ a path as train.py (run in HERE) reads it: relative to HERE when inside it, else absolute """
