@@ -413,7 +413,7 @@ METHODS = {'learned': [], 'random': ['--gater=uniform'], 'word_ends': ['--gater=
 # 0.1637 and 0.1695, and seed 2 ended at 0.210 where seed 1 had 0.195: no target held every seed within 0.01)
 CALIBRATE = {'hnet': 0.18, 'nawrot': 0.284} # first guesses of the rate targets that end at 0.2 at rung 1 (their
 # configs' target 0.2 ends at 0.238 and 0.141): the straight-through gaters' hard rate is not what their loss holds
-LEVERS36 = { # the learned gater's levers at rung 1, 6 seeds each: does one make its segmentation reliable?
+GATE_LEVERS = { # the learned gater's levers at rung 1, 6 seeds each: does one make its segmentation reliable?
     'warmup400': ['--gate_warmup=400'],      # random boundaries for the first 400 steps (where the basin was set)
     'scale05': ['--gate_scale=0.5'],         # between the quick start's 1 and the 1/4 that found edges late
     'draws4': ['--draws=4', '--batch_size=2'], # each row 4 times, its own draws as baseline: the same rows per step
@@ -429,8 +429,8 @@ def rung_args(rung):
 
 _word_rate = {}
 def method_args(method):
-    if method in LEVERS36:
-        return LEVERS36[method]
+    if method in GATE_LEVERS:
+        return GATE_LEVERS[method]
     if method == 'word_ends' and not _word_rate: # the rule's own share on train rows, topped up to 0.2 by train.py
         _word_rate['r'] = rule_rate('word_ends', *split_rows('train', 256, rate_rows))
     return METHODS[method] + ([f"--word_rate={_word_rate['r']:.4f}"] if method == 'word_ends' else [])
@@ -496,7 +496,7 @@ def ladder_plan():
     for rung in [int(r) for r in rungs.split(',')]:
         methods = [m for m in (ladder_methods.split(',') if ladder_methods else METHODS)
                    if not (rung == 3 and m in rung3_skip.split(','))]
-        levers = list(LEVERS36) if rung == 1 and not ladder_methods else []
+        levers = list(GATE_LEVERS) if rung == 1 and not ladder_methods else []
         first, rest = [], []
         for m in methods + levers:
             target = None
@@ -507,9 +507,9 @@ def ladder_plan():
                     first += [ladder_run(rung, m, cal_seed, cal[0])] if cal else []
                     continue
                 target = cal[0]
-            n = LEVER_SEEDS.get(m, learned_seeds) if m == 'learned' or m in LEVERS36 else ladder_seeds
+            n = LEVER_SEEDS.get(m, learned_seeds) if m == 'learned' or m in GATE_LEVERS else ladder_seeds
             rest += [ladder_run(rung, m, s, target) for s in range(1, n + 1)]
-        rest.sort(key=lambda r: (r['method'] in LEVERS36, r['seed'])) # a round of seeds covers every method first
+        rest.sort(key=lambda r: (r['method'] in GATE_LEVERS, r['seed'])) # a round of seeds covers every method first
         plan += first + rest
     return plan, waiting
 
@@ -637,12 +637,12 @@ def ladder_tabulate():
               f" | {row['flops']:.1e} | " + ' | '.join(cell(k) for k in KEYS[:1]) +
               f" | {row['rate']:.3f} | " + ' | '.join(cell(k) for k in KEYS[3:]) + f" | {row['edges']}/{len(rs)} |")
     rows1 = {r['method']: r for r in rows if r['rung'] == 1}
-    if 'random' in rows1 and 'word_ends' in rows1: # issue 36's target for the learned gater and each lever
+    if 'random' in rows1 and 'word_ends' in rows1: # the target of a reliable learned segmentation, per lever
         print(f"\nrung 1, the learned gater and its levers, per seed; target: on word edges in >= 5 of 6 seeds, every "
               f"seed below random's best ({min(rows1['random']['per_seed']['bpb']):.3f}), the mean at most word ends' "
               f"({rows1['word_ends']['bpb']:.3f})\n| setting | bpb per seed | mean ± std | recall/precision per "
               f"seed | edges | below random | <= word ends |\n|---|---|---|---|---|---|---|")
-        for m in ['learned', *LEVERS36]:
+        for m in ['learned', *GATE_LEVERS]:
             if m in rows1:
                 r, ps = rows1[m], rows1[m]['per_seed']
                 r['target'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
@@ -806,10 +806,10 @@ if table == 'paper_run': # no download needed: real code and docstrings that any
         json.dump(dict(command=command, runs=res), f, indent=1)
     print(f"wrote {path}")
 elif table == 'ladder':
-    unknown = [m for m in ladder_methods.split(',') if ladder_methods and m not in {**METHODS, **LEVERS36}]
+    unknown = [m for m in ladder_methods.split(',') if ladder_methods and m not in {**METHODS, **GATE_LEVERS}]
     if unknown:
         raise SystemExit(f"experiments.py: --ladder_methods: {', '.join(unknown)} is not a method of the ladder "
-                         f"({', '.join([*METHODS, *LEVERS36])})")
+                         f"({', '.join([*METHODS, *GATE_LEVERS])})")
     failed, stopped = (set(), set()) if tabulate_only else ladder_train()
     ladder_tabulate()
     if failed or stopped:

@@ -279,7 +279,7 @@ def test_every_key_refuses_a_wrong_type_and_values_out_of_its_range_in_one_line(
 
 
 def test_the_issue_s_values_are_refused_by_name_and_range():
-    """ the values a new user tried (issue 37), each once silently wrong or a traceback, against train.py's defaults:
+    """ the values a new user tried, each once silently wrong or a traceback, against train.py's defaults:
         the line names the key, the value and the rule """
     from common import check_config
     _, defaults, _ = script_help('train.py')

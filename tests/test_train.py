@@ -6,7 +6,7 @@ process on the same global batch, also with the defaults' single micro-batch; th
 a collapsing rate warns; a bad ckpt.pt gets one line; every config/ file gives a valid model of its size. And as a new
 user meets it (issue 29): a rerun overwrites nothing, progress lines reach a pipe as they are printed, a run ends with
 a summary, every bad input is one line that writes nothing, a resume refuses model flags that contradict its
-checkpoint, train.py runs from any directory. And nothing lost (issue 37): Ctrl-C saves as SIGTERM does and a second
+checkpoint, train.py runs from any directory. And nothing lost: Ctrl-C saves as SIGTERM does and a second
 one exits at once, a run owns its out_dir, --eval_only and a max_iters behind the checkpoint leave it as it is, a full
 disk keeps the last checkpoint, folders and wandb are checked before any work. Fault injection comes from NANOTOK_*
 environment variables.
@@ -638,7 +638,7 @@ BAD = {'--rate=0': '--rate=0.0 must be in (0, 1)', '--rate=1.5': '--rate=1.5 mus
        '--nan_at_iter=2': "unknown config key 'nan_at_iter'", # fault injection comes from the environment
        '--dataset=pydocs': 'python prepare.py pydocs --out_dir=', # a name prepare.py knows
        '--dataset=mine': 'is not in',
-       # issue 37: once silently wrong runs or tracebacks (every key's range: tests/test_configurator.py)
+       # once silently wrong runs or tracebacks (every key's range: tests/test_configurator.py)
        '--grad_clip=-1': '--grad_clip=-1.0 must be >= 0', '--early_weight=1.5': '--early_weight=1.5 must be in [0, 1]',
        '--prescribe=foo': "--prescribe=foo must be one of '', 'bpe'", '--n_down=-1': '--n_down=-1 must be >= 0',
        '--max_iters=-5': '--max_iters=-5 must be >= 0', '--n_head=0': '--n_head=0 must be > 0',
@@ -684,7 +684,7 @@ def test_each_bad_input_is_one_line_and_writes_nothing(tmp_path, data_dir):
 
 
 def test_what_a_run_needs_of_the_machine_fails_in_one_line_before_any_work(tmp_path, data_dir, monkeypatch):
-    """ issue 37: an out_dir or a data_dir that is a file, an out_dir under one, --wandb_log=True without wandb: one
+    """ an out_dir or a data_dir that is a file, an out_dir under one, --wandb_log=True without wandb: one
         line each and nothing made; '~' in out_dir is the home folder (it made a folder named '~') """
     (tmp_path / 'file').write_text('not a folder')
     monkeypatch.setitem(sys.modules, 'wandb', None) # `import wandb` fails, as where it is not installed
