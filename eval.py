@@ -385,7 +385,8 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     if cfg.get('prescribe') == 'bpe': # trained on BPE boundaries: evaluated on them (they look ahead, see model.py)
         enc = load_bpe_or_exit(cfg['bpe_encoding'], 'eval.py') # a tiktoken name or a .tiktoken file
     gater = 'bpe (prescribed)' if enc else model.config.gater
-    gates_note = (f"gates: {gater} samples them, one sample per row, batch k seeded {seed} + k" if gater in STOCHASTIC
+    drawn = gater in STOCHASTIC or gater.startswith('word_') and model.config.word_rate > 0 # (topped up at random)
+    gates_note = (f"gates: {gater} samples them, one sample per row, batch k seeded {seed} + k" if drawn
                   else f"gates: {gater}, deterministic")
 
     if set(BPB) & set(names): # its data first: a missing split fails before the harness loads anything

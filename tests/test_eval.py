@@ -197,6 +197,20 @@ def test_fineweb_protocol_matches_train_py_val_bpb(tmp_path):
 
 
 
+@pytest.mark.parametrize('word_rate,note', [(0.0, 'deterministic'), (0.1, 'samples them')])
+def test_word_gaters_say_whether_their_gates_are_drawn(tmp_path, word_rate, note):
+    """ word_ends alone is a rule; topped up to the rate (word_rate > 0) it draws its extra gates """
+    write_split(tmp_path / 'tiny', 'test', [b'def f(x):\n    return x\n', b'if a: b = 1\n'])
+    torch.manual_seed(0)
+    cfg = UNetConfig(block_size=64, n_embd=32, n_head=2, n_down=1, n_mid=1, n_up=1, window=16, gater='word_ends',
+                     word_rate=word_rate)
+    torch.save(dict(model=ByteUNet(cfg).state_dict(), model_args=asdict(cfg), iter_num=1, best_val_loss=0.0,
+                    config=dict(dataset='tiny', data_dir=str(tmp_path), prescribe='', seed=1337)), tmp_path / 'ckpt.pt')
+    r = run_eval(f'--out_dir={tmp_path}', '--tasks=bpb', '--limit=2', '--device=cpu')
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert f'gates: word_ends {note}'.replace('word_ends deterministic', 'word_ends, deterministic') in r.stdout
+
+
 def gold_mean(model, prompt):
     """ the mean gold-choice bpb of QUESTIONS under a task whose doc_to_text is f'{prompt}: ...\\nAnswer:' """
     return np.mean([-direct_ll(model, f'{prompt}: {q}\nAnswer:', ' ' + c[label]) / len((' ' + c[label]).encode())
