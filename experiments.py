@@ -631,6 +631,8 @@ def ladder_tabulate():
             v = row['per_seed'][k]
             row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
         row['equal_rate'] = all(abs(v - LADDER_RATE) <= LADDER_TOL for v in row['per_seed']['rate'])
+        row['complete'] = len(rs) == (LEVER_SEEDS.get(method, learned_seeds) if method == 'learned' or method in
+                                      GATE_LEVERS else ladder_seeds) # (the figure shows complete rows only)
         rows.append(row)
         cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
         print(f"| {rung} | {method}{'' if row['equal_rate'] else ' (rate off)'} | {len(rs)} | {row['bytes'] / 1e6:.1f}"
@@ -670,7 +672,7 @@ def ladder_tabulate():
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for method in [m for m in METHODS if any(r['method'] == m for r in rows)]: # (the levers: the table above)
-        rs = [r for r in rows if r['method'] == method]
+        rs = [r for r in rows if r['method'] == method and r['complete']]
         if not rs:
             continue
         x, y = [r['flops'] for r in rs], [r['bpb'] for r in rs]
