@@ -647,7 +647,7 @@ def ladder_tabulate():
         for m in ['learned', *GATE_LEVERS]:
             if m in rows1:
                 r, ps = rows1[m], rows1[m]['per_seed']
-                r['target'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
+                r['goal'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
                                    below_random=max(ps['bpb']) < min(rows1['random']['per_seed']['bpb']),
                                    below_word_ends=r['bpb'] <= rows1['word_ends']['bpb'])
                 print(f"| {m} | {', '.join(f'{v:.3f}' for v in ps['bpb'])} | {r['bpb']:.3f} ± "
@@ -655,7 +655,7 @@ def ladder_tabulate():
                       + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
                                   zip(ps['word_boundary'], ps['boundary_precision']))
                       + f" | {r['edges']}/{len(ps['bpb'])} | " + ' | '.join('yes' if v else 'no' for v in
-                                                                           list(r['target'].values())[1:]) + ' |')
+                                                                           list(r['goal'].values())[1:]) + ' |')
     cal = {f'r{rung}/{m}': dict(zip(('target', 'finished', 'tried'), c)) for rung in map(int, rungs.split(','))
            for m in CALIBRATE if (c := calibration(rung, m))}
     for k, c in cal.items():
