@@ -648,8 +648,8 @@ def ladder_tabulate():
             if m in rows1:
                 r, ps = rows1[m], rows1[m]['per_seed']
                 r['goal'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
-                                   below_random=max(ps['bpb']) < min(rows1['random']['per_seed']['bpb']),
-                                   below_word_ends=r['bpb'] <= rows1['word_ends']['bpb'])
+                                below_random=max(ps['bpb']) < min(rows1['random']['per_seed']['bpb']),
+                                below_word_ends=r['bpb'] <= rows1['word_ends']['bpb'])
                 print(f"| {m} | {', '.join(f'{v:.3f}' for v in ps['bpb'])} | {r['bpb']:.3f} ± "
                       f"{r['bpb_std'] or 0:.3f} | "
                       + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
