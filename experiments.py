@@ -491,7 +491,8 @@ def calibration(rung, method):
 
 def ladder_plan():
     """ every run of the ladder that can be named now, in training order: rung by rung (rung 1's levers after its
-        methods), each rung's calibration runs first, then the seeds round by round -> (runs, rungs still waiting) """
+        methods), each rung's calibration runs first, then the seeds round by round; the learned gater's seeds past
+        `ladder_seeds` come after every rung's first ones (a ladder cut short is complete at 3) -> (runs, waiting) """
     plan, waiting = [], []
     for rung in [int(r) for r in rungs.split(',')]:
         methods = [m for m in (ladder_methods.split(',') if ladder_methods else METHODS)
@@ -511,6 +512,7 @@ def ladder_plan():
             rest += [ladder_run(rung, m, s, target) for s in range(1, n + 1)]
         rest.sort(key=lambda r: (r['method'] in GATE_LEVERS, r['seed'])) # a round of seeds covers every method first
         plan += first + rest
+    plan.sort(key=lambda r: r['seed'] > ladder_seeds) # (stable: rung order within each part)
     return plan, waiting
 
 def ladder_state(run):

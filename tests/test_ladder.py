@@ -93,3 +93,12 @@ def test_bad_ladder_input_is_one_line(ladder, tmp_path, arg, msg):
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 1 and msg in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not os.path.exists(tmp_path / 'out') and not os.path.exists(tmp_path / 'assets')
+
+
+def test_the_learned_gaters_extra_seeds_come_after_every_rungs_first(ladder):
+    # a ladder cut short holds `ladder_seeds` seeds of every method at every rung before the learned gater's 4th
+    res = ladder('--rungs=1,2', '--ladder_methods=learned', '--learned_seeds=2')
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    order = [line.split('--out_dir=')[1].split()[0].split('ladder/')[1] for line in res.stdout.splitlines()
+             if line.startswith('$ python train.py')]
+    assert order == ['r1/learned_s1', 'r2/learned_s1', 'r1/learned_s2', 'r2/learned_s2']
