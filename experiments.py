@@ -54,7 +54,7 @@ paper_path = '' # paper_run: the folder of .py files sitepy is made from (defaul
 paper_flags = '' # paper_run: more train.py flags for both runs, e.g. '--max_iters=2000' to fit a time budget
 rungs = '1,2,3' # ladder: the rungs to train and tabulate
 ladder_methods = '' # ladder: a subset of its methods, e.g. 'learned,random' ('': all, and rung 1's levers)
-rung3_skip = '' # ladder: methods left out of rung 3, e.g. 'hnet,nawrot' when the whole ladder does not fit
+rung3_skip = 'hnet,nawrot' # ladder: methods left out of rung 3 (all of the ladder did not fit 2 cores; '': none)
 ladder_seeds = 3 # ladder: seeds 1..n of every method
 learned_seeds = 6 # ladder: seeds 1..n of the learned gater and its levers (their spread is the largest)
 ladder_compile = True # ladder: train.py --compile (about 1.3x at D=64 on a CPU once compiled, ~20 s to compile)
@@ -634,30 +634,30 @@ def ladder_tabulate():
             row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
         row['equal_rate'] = all(abs(v - LADDER_RATE) <= LADDER_TOL for v in row['per_seed']['rate'])
         row['complete'] = len(rs) == (LEVER_SEEDS.get(method, learned_seeds) if method == 'learned' or method in
-                                      GATE_LEVERS else ladder_seeds) # (the figure shows complete rows only)
+                                      GATE_LEVERS else ladder_seeds) # (the figure: rows of >= ladder_seeds)
         rows.append(row)
         cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
         print(f"| {rung} | {method}{'' if row['equal_rate'] else ' (rate off)'} | {len(rs)} | {row['bytes'] / 1e6:.1f}"
               f" | {row['flops']:.1e} | " + ' | '.join(cell(k) for k in KEYS[:1]) +
               f" | {row['rate']:.3f} | " + ' | '.join(cell(k) for k in KEYS[3:]) + f" | {row['edges']}/{len(rs)} |")
-    rows1 = {r['method']: r for r in rows if r['rung'] == 1}
-    if 'random' in rows1 and 'word_ends' in rows1: # the target of a reliable learned segmentation, per lever
-        print(f"\nrung 1, the learned gater and its levers, per seed; target: on word edges in >= 5 of 6 seeds, every "
-              f"seed below random's best ({min(rows1['random']['per_seed']['bpb']):.3f}), the mean at most word ends' "
-              f"({rows1['word_ends']['bpb']:.3f})\n| setting | bpb per seed | mean ± std | recall/precision per "
-              f"seed | edges | below random | <= word ends |\n|---|---|---|---|---|---|---|")
-        for m in ['learned', *GATE_LEVERS]:
-            if m in rows1:
-                r, ps = rows1[m], rows1[m]['per_seed']
-                r['goal'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
-                                below_random=max(ps['bpb']) < min(rows1['random']['per_seed']['bpb']),
-                                below_word_ends=r['bpb'] <= rows1['word_ends']['bpb'])
-                print(f"| {m} | {', '.join(f'{v:.3f}' for v in ps['bpb'])} | {r['bpb']:.3f} ± "
-                      f"{r['bpb_std'] or 0:.3f} | "
-                      + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
-                                  zip(ps['word_boundary'], ps['boundary_precision']))
-                      + f" | {r['edges']}/{len(ps['bpb'])} | " + ' | '.join('yes' if v else 'no' for v in
-                                                                           list(r['goal'].values())[1:]) + ' |')
+    for rung in sorted({r['rung'] for r in rows}): # the target of a reliable learned segmentation, per rung and lever
+        rr = {r['method']: r for r in rows if r['rung'] == rung}
+        if not ('random' in rr and 'word_ends' in rr):
+            continue
+        print(f"\nrung {rung}, the learned gater{' and its levers' if rung == 1 else ''}, per seed; target: on word "
+              f"edges in >= 5 of 6 seeds, every seed below random's best ({min(rr['random']['per_seed']['bpb']):.3f}), "
+              f"the mean at most word ends' ({rr['word_ends']['bpb']:.3f})\n| setting | bpb per seed | mean ± std | "
+              f"recall/precision per seed | edges | below random | <= word ends |\n|---|---|---|---|---|---|---|")
+        for m in [m for m in ['learned', *GATE_LEVERS] if m in rr]:
+            r, ps = rr[m], rr[m]['per_seed']
+            r['goal'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
+                             below_random=max(ps['bpb']) < min(rr['random']['per_seed']['bpb']),
+                             below_word_ends=r['bpb'] <= rr['word_ends']['bpb'])
+            print(f"| {m} | {', '.join(f'{v:.3f}' for v in ps['bpb'])} | {r['bpb']:.3f} ± {r['bpb_std'] or 0:.3f} | "
+                  + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
+                              zip(ps['word_boundary'], ps['boundary_precision']))
+                  + f" | {r['edges']}/{len(ps['bpb'])} | " + ' | '.join('yes' if v else 'no' for v in
+                                                                       list(r['goal'].values())[1:]) + ' |')
     cal = {f'r{rung}/{m}': dict(zip(('target', 'finished', 'tried'), c)) for rung in map(int, rungs.split(','))
            for m in CALIBRATE if (c := calibration(rung, m))}
     for k, c in cal.items():
@@ -674,7 +674,7 @@ def ladder_tabulate():
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for method in [m for m in METHODS if any(r['method'] == m for r in rows)]: # (the levers: the table above)
-        rs = [r for r in rows if r['method'] == method and r['complete']]
+        rs = [r for r in rows if r['method'] == method and len(r['seeds']) >= ladder_seeds]
         if not rs:
             continue
         x, y = [r['flops'] for r in rs], [r['bpb'] for r in rs]
