@@ -672,22 +672,31 @@ def ladder_tabulate():
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    rand = {r['rung']: r['bpb'] for r in rows if r['method'] == 'random'} # the right panel's zero, per rung
     for method in [m for m in METHODS if any(r['method'] == m for r in rows)]: # (the levers: the table above)
         rs = [r for r in rows if r['method'] == method and len(r['seeds']) >= ladder_seeds]
-        if not rs:
-            continue
-        x, y = [r['flops'] for r in rs], [r['bpb'] for r in rs]
-        lo, hi = [min(r['per_seed']['bpb']) for r in rs], [max(r['per_seed']['bpb']) for r in rs]
-        line, = ax.plot(x, y, marker='o', ls='-' if method in METHODS else ':', label=f"{method}")
-        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0) # the seeds' range
-        if method == 'learned':
-            for r in rs:
-                ax.annotate(f"{r['edges']}/{len(r['seeds'])} on word edges", (r['flops'], r['bpb']),
-                            textcoords='offset points', xytext=(6, 8), fontsize=8, color=line.get_color())
-    ax.set_xscale('log'), ax.set_xlabel('training FLOPs'), ax.set_ylabel('val bits per byte'), ax.grid(alpha=0.3)
-    ax.set_title(f"pycode, every method at val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range over seeds",
-                 fontsize=9)
+        for a, zero in ((ax, lambda r: 0.0), (ax2, lambda r: rand[r['rung']])):
+            rz = [r for r in rs if a is ax or r['rung'] in rand]
+            if not rz:
+                continue
+            x, y = [r['flops'] for r in rz], [r['bpb'] - zero(r) for r in rz]
+            lo = [min(r['per_seed']['bpb']) - zero(r) for r in rz]
+            hi = [max(r['per_seed']['bpb']) - zero(r) for r in rz]
+            line, = a.plot(x, y, marker='o', label=method)
+            a.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0) # the seeds' range
+    ticks = {r['rung']: r['flops'] for r in rows if r['method'] in METHODS and len(r['seeds']) >= ladder_seeds}
+    edges = {r['rung']: f"\nlearned: {r['edges']}/{len(r['seeds'])}\non word edges" for r in rows
+             if r['method'] == 'learned' and len(r['seeds']) >= ladder_seeds} # per rung, under its tick
+    for a in (ax, ax2):
+        a.set_xscale('log'), a.set_xlabel('training FLOPs'), a.grid(alpha=0.3), a.margins(x=0.12)
+        a.set_xticks(list(ticks.values()), [f"rung {k}\n{v:.1e}" + (edges.get(k, '') if a is ax else '')
+                                            for k, v in ticks.items()], fontsize=8)
+        a.minorticks_off()
+    ax.set_ylabel('val bits per byte'), ax2.set_ylabel("val bpb minus random's mean at its rung")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.suptitle(f"pycode, every method at val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range over seeds",
+                 fontsize=10)
     if rows:
         ax.legend(fontsize=8)
     plt.savefig(os.path.join(assets, 'ladder.png'), dpi=120, bbox_inches='tight')
