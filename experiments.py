@@ -659,7 +659,7 @@ def ladder_tabulate():
                   + f" | {r['edges']}/{len(ps['bpb'])} | " + ' | '.join('yes' if v else 'no' for v in
                                                                        list(r['goal'].values())[1:]) + ' |')
     cal = {f'r{rung}/{m}': dict(zip(('target', 'finished', 'tried'), c)) for rung in map(int, rungs.split(','))
-           for m in CALIBRATE if (c := calibration(rung, m))}
+           for m in CALIBRATE if not (rung == 3 and m in rung3_skip.split(',')) and (c := calibration(rung, m))}
     for k, c in cal.items():
         print(f"calibration {k}: " + ', '.join(f"target {t:.4f} -> rate {v:.4f}" for t, v in c['tried'])
               + (f"; chosen {c['target']:.4f}" if c['finished'] else ' ...'))
