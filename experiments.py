@@ -674,7 +674,7 @@ def ladder_tabulate():
     import matplotlib.pyplot as plt
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     rand = {r['rung']: r['bpb'] for r in rows if r['method'] == 'random'} # the right panel's zero, per rung
-    for method in [m for m in METHODS if any(r['method'] == m for r in rows)]: # (the levers: the table above)
+    for i, method in enumerate(METHODS): # (the levers: the table above)
         rs = [r for r in rows if r['method'] == method and len(r['seeds']) >= ladder_seeds]
         for a, zero in ((ax, lambda r: 0.0), (ax2, lambda r: rand[r['rung']])):
             rz = [r for r in rs if a is ax or r['rung'] in rand]
@@ -683,8 +683,8 @@ def ladder_tabulate():
             x, y = [r['flops'] for r in rz], [r['bpb'] - zero(r) for r in rz]
             lo = [min(r['per_seed']['bpb']) - zero(r) for r in rz]
             hi = [max(r['per_seed']['bpb']) - zero(r) for r in rz]
-            line, = a.plot(x, y, marker='o', label=method)
-            a.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0) # the seeds' range
+            a.plot(x, y, marker='o', label=method, color=f'C{i}') # (one color a method in both panels)
+            a.fill_between(x, lo, hi, color=f'C{i}', alpha=0.15, lw=0) # the seeds' range
     ticks = {r['rung']: r['flops'] for r in rows if r['method'] in METHODS and len(r['seeds']) >= ladder_seeds}
     edges = {r['rung']: f"\nlearned: {r['edges']}/{len(r['seeds'])}\non word edges" for r in rows
              if r['method'] == 'learned' and len(r['seeds']) >= ladder_seeds} # per rung, under its tick
