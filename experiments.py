@@ -634,7 +634,7 @@ def ladder_tabulate():
             row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
         row['equal_rate'] = all(abs(v - LADDER_RATE) <= LADDER_TOL for v in row['per_seed']['rate'])
         row['complete'] = len(rs) == (LEVER_SEEDS.get(method, learned_seeds) if method == 'learned' or method in
-                                      GATE_LEVERS else ladder_seeds) # (the figure: rows of >= ladder_seeds)
+                                      GATE_LEVERS else ladder_seeds) # (every planned seed is in)
         rows.append(row)
         cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
         print(f"| {rung} | {method}{'' if row['equal_rate'] else ' (rate off)'} | {len(rs)} | {row['bytes'] / 1e6:.1f}"
