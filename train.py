@@ -432,6 +432,7 @@ while True:
                 baseline = ((rr.sum(1, keepdim=True) - rr) / (draws - 1)).flatten(0, 1) # (B*draws, T-1)
             advantage = (reward - baseline) * m # (B, T-1) A_t, 0 at padding
             returns = F.pad(discounted_returns(advantage, gamma), (0, 1)) # (B, T) gate t: the predictions >= t
+            # the gater's two losses train the gater and, through its input x, the down layers and the embedding
             gate_logits, gate_probs = out['gate_logits'].float(), out['gate_probs'].float() # (B, T)
             logp = -F.binary_cross_entropy_with_logits(gate_logits, out['gates'].float(), reduction='none') # log pi
             pg_loss = -(returns * logp).sum() / Mf.sum() # returns are 0 past a row's end

@@ -4,7 +4,7 @@ The gater's REINFORCE estimator, run through train.py's own lines: the block bet
 on a model's output (if train.py drifts, these tests see it). Checked: discounted_returns against a reverse loop; the
 batch baseline; on a tiny U-Net whose every gate sequence is enumerated, that the step's pg_loss has exactly the
 gradient of the expected loss (reward-to-go is unbiased by causality), with the early-exit reward too, and the batch
-baseline's (B-1)/B; the rate losses; and a sign check.
+baseline's (B-1)/B; the rate losses; which parameters each loss trains; and a sign check.
 Run: python -m pytest -q tests/test_reinforce.py   (about 15 s on 2 cores)
 """
 import ast
@@ -363,7 +363,45 @@ def test_rate_loss_binomial_holds_nawrots_hard_rate_at_the_target():
 
 
 # -----------------------------------------------------------------------------
-# 5. sign check: a gate that lowers the loss becomes more likely under pg_loss alone
+# 5. what each loss trains
+
+REACHES = {  # loss -> the parameter groups it sends a gradient to (the paper's gater, select, add); none to the others
+    'lm_loss': {'wte', 'down', 'mid', 'up', 'lm_head'},  # the gates are hard: the byte loss never reaches the gater
+    'early_loss': {'wte', 'down', 'early_head'},
+    'pg_loss': {'wte', 'down', 'gater'},  # the gater reads x, not detached (as the paper): its losses train the down
+    'r_loss': {'wte', 'down', 'gater'},   # layers and the embedding too
+}
+
+
+def reached(model, loss):
+    """ the parameter groups (wte, down, mid, ..., the first name of a parameter) where loss has a non-zero gradient,
+        and those where it has none, from train.py's step on one micro-batch of the model's own gates """
+    torch.manual_seed(0)
+    X = torch.tensor(ROW * 4).view(4, -1)
+    ns = step(model(X), X, torch.ones_like(X, dtype=torch.bool))
+    named = list(model.named_parameters())
+    grads = torch.autograd.grad(ns[loss], [p for _, p in named], allow_unused=True)
+    live = {n.split('.')[0]: False for n, _ in named}
+    for (n, _), g in zip(named, grads):
+        live[n.split('.')[0]] |= g is not None and bool(g.abs().sum() > 0)
+    return {k for k, v in live.items() if v}, {k for k, v in live.items() if not v}
+
+
+def test_each_loss_trains_its_parameter_groups():
+    """ the gater's two losses train the gater, and through x the down layers and the embedding; the byte losses
+        everything on their path but the gater """
+    model = tiny_model(seed=10).float()
+    for loss, groups in REACHES.items():
+        some, none = reached(model, loss)
+        assert some == groups and none == {'wte', 'down', 'mid', 'up', 'gater', 'lm_head', 'early_head'} - groups, loss
+
+    # the test has teeth: a gater that read x.detach() would train neither the down layers nor the embedding
+    forward = model.gater.forward
+    model.gater.forward = lambda x, idx, gates=None: forward(x.detach(), idx, gates)
+    assert reached(model, 'pg_loss')[0] == reached(model, 'r_loss')[0] == {'gater'}
+
+# -----------------------------------------------------------------------------
+# 6. sign check: a gate that lowers the loss becomes more likely under pg_loss alone
 
 def gate_prob_after(sign, j=5, steps=20):
     """ reward about +3 sign for the prediction at j if gate j is 1 (so a gate there helps when sign = +1), 0
