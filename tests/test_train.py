@@ -772,7 +772,7 @@ def test_every_config_builds_its_model(name):
         assert ns['block_size'] == 4096 and ns['batch_size'] == micro and ns['window'] == 64 # not the quick start's 8
         if 'sequential' in name: # the paper's loss weights and gate scale, not train.py's quick-start defaults
             assert ns['gate_scale'] == 1 / 16 and ns['pg_weight'] == 0.01
-            assert ns['rate_weight'] == (0.0 if 'no_consistency' in name else 0.01)
+            assert ns['rate_weight'] == (0.0 if 'no_rate_loss' in name else 0.01)
         assert ns['batch_size'] * ns['gradient_accumulation_steps'] == rows
         assert ns['eval_iters'] * ns['batch_size'] == 256 # the paper's 256 val documents
         assert ns['max_iters'] * ns['gradient_accumulation_steps'] * ns['batch_size'] * 4095 > 8e8
