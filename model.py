@@ -320,55 +320,58 @@ class SequentialGater(nn.Module):
     @torch.no_grad()
     @torch.compiler.disable # one graph break; its step count depends on T
     def sample(self, V, u, block=None, chunk=8):
-        """ the fast path of the same draw as the reference loop `scan`: its gates for the same uniforms u (B, T), in
-            about L + log2(T/L) steps instead of T. A history h in 0..H-1, H = 2^(w-1), has bit i = a_{t-w+1+i}. At each
-            t the gate under every h is one comparison, so position t is a map M_t: history before t -> history after t,
-            h -> h // 2 + a_t(h) * H/2, kept as a table of H entries; two maps compose by one gather:
-                w = 3, H = 4 histories h = a_{t-2} + 2 a_{t-1}     h            0 1 2 3
-                the gate at t under each h (a comparison each)     a_t(h)       1 0 1 0  ->  M_t   = [2 0 3 1]
-                the gate at t+1 under each h                       a_{t+1}(h)   0 0 1 1  ->  M_t+1 = [0 0 3 3]
-                M_t+1 o M_t = M_t+1[M_t] = [3 0 3 0]: from h = 0, a_t = 1 (h -> 2), then a_{t+1} = 1 (h -> 3)
-            Maps are composed one by one inside blocks of L positions (for all H starts at once), then by doubling
-            (Hillis-Steele) across blocks; a row starts from h = 0, so each block's start follows, and one pass over the
-            block from that start reads off its gates. Blocks of L = 1 position on a GPU (about log2 T doubling steps),
-            of about sqrt(T) on a CPU (least work).
+        """ the gates of the loop `scan` for the same uniforms u (B, T), in about L + log2(T/L) steps instead of T.
+            The loop's state before t is its history h, the last w-1 gates as a number in 0..H-1, H = 2^(w-1) (bit i
+            is a_{t-w+1+i}, the top bit a_{t-1}). Under a given h the gate at t is one comparison, so position t is a
+            table step_t over the H histories, h -> h // 2 + a_t(h) * H/2 (the oldest gate out, a_t in as the top bit),
+            and a run of positions is the composition of their tables, one gather each:
+                w = 3, H = 4, h = a_{t-2} + 2 a_{t-1}              h            0 1 2 3
+                the gate at t under each h (a comparison each)     a_t(h)       1 0 1 0  ->  step_t   = [2 0 3 1]
+                the gate at t+1 under each h                       a_{t+1}(h)   0 0 1 1  ->  step_t+1 = [0 0 3 3]
+                both: step_t+1[step_t] = [3 0 3 0]: from h = 0, a_t = 1 (h -> 2), then a_{t+1} = 1 (h -> 3)
+            1. each block of L positions: the composition of its L tables (its block_map), from every h at once;
+            2. by doubling over blocks (Hillis-Steele): the table from the row's start to the end of each block; a row
+               starts at h = 0 (no gates before it), so block k starts from the table up to block k-1 at h = 0;
+            3. each block once more, from that history, one position at a time: its gates.
+            The forced first gate is no special case: a threshold of -inf at t = 0 makes a_0 = 1 under every history.
+            Blocks of L = 1 position on a GPU (about log2 T doubling steps), of about sqrt(T) on a CPU (least work).
             Memory: the gates under every history, B*T*H bools (B=8, T=4096, w=8: 4 MB); the filter sums and
-            maps of C = min(chunk, L) positions, C*B*(T/L)*H floats and int64 (6 MB at L = 64, 50 MB at L = 1); the
-            block maps, B*(T/L)*H int64 (0.5 MB at L = 64, 34 MB at L = 1). -> a (B, w-1+T) """
+            tables of C = min(chunk, L) positions, C*B*(T/L)*H floats and int64 (6 MB at L = 64, 50 MB at L = 1); the
+            block maps, B*(T/L)*H int64 (0.5 MB at L = 64, 34 MB at L = 1). -> a (B, w-1+T), laid out as the scan's """
         B, T, w = V.shape
         H, L = 2 ** (w - 1), block or (math.isqrt(T) if V.device.type == 'cpu' else 1)
         n = -(-T // L)                                         # blocks per row; N = B*n blocks in all
-        N, top = B * n, H // 2
+        N, top_bit = B * n, H // 2
         def blocked(t):                                        # (B, T, ...) -> (L, N, ...): position j of each block
             t = F.pad(t, (0, 0) * (t.dim() - 2) + (0, n * L - T)).view(B, n, L, *t.shape[2:])
             return t.permute(2, 0, 1, *range(3, t.dim())).reshape(L, N, *t.shape[3:])
         Vb, thr = blocked(V), blocked(self.threshold(u))       # (L, N, w), (L, N); padded positions are never read
-        thr[0, ::n] = -math.inf                                # a_0 = 1, the forced first gate of each row
-        g = torch.empty(L, N, H, dtype=torch.bool, device=V.device) # the gate at each position under each history
-        C = min(chunk, L)                                      # positions at a time: their z and M stay in cache
-        z, M = V.new_empty(C, N, H), V.new_empty(C, N, H, dtype=torch.long) # filter sums, maps M_j as tables
+        thr[0, ::n] = -math.inf                                # each row's t = 0: the forced first gate
+        gate_under = torch.empty(L, N, H, dtype=torch.bool, device=V.device) # a_j(h): each position, each history
+        C = min(chunk, L)                                      # positions at a time: their z and tables stay in cache
+        z, table = V.new_empty(C, N, H), V.new_empty(C, N, H, dtype=torch.long) # filter sums z_j(h), step_j(h)
         h = torch.arange(H, device=V.device)
-        s = h.expand(N, H)                                     # each block's history so far, from each start h
+        block_map = h.expand(N, H)                             # 1. from each h, the history after the block so far
         for j0 in range(0, L, C):
-            zc, Vc, Mc = z[:L - j0], Vb[j0:j0 + C], M[:L - j0]
+            zc, Vc, tc = z[:L - j0], Vb[j0:j0 + C], table[:L - j0]
             zc[..., 0] = Vc[..., -1]
             for i in range(w - 1): # bit i set adds V_i
                 torch.add(zc[..., :2 ** i], Vc[..., i, None], out=zc[..., 2 ** i:2 ** (i + 1)]) # as filter_sum
-            torch.lt(thr[j0:j0 + C, :, None], zc, out=g[j0:j0 + C])
-            torch.where(g[j0:j0 + C], h // 2 + top, h // 2, out=Mc) # M_j(h) = h // 2 + a_j(h) * H/2
-            for Mj in Mc:                                      # s <- M_j o s
-                s = Mj.gather(1, s)
-        maps, d = s.view(B, n, H), 1                           # each block's map
+            torch.lt(thr[j0:j0 + C, :, None], zc, out=gate_under[j0:j0 + C])
+            torch.where(gate_under[j0:j0 + C], h // 2 + top_bit, h // 2, out=tc)
+            for step_j in tc:                                  # block_map <- step_j o block_map
+                block_map = step_j.gather(1, block_map)
+        maps, d = block_map.view(B, n, H), 1                   # 2. each block's map
         while d < n:                                           # maps[k] <- maps[k] o maps[k-d]: now blocks (k-2d, k]
             maps = torch.cat([maps[:, :d], maps[:, d:].gather(2, maps[:, :-d])], dim=1)
             d *= 2
-        s = F.pad(maps[:, :-1, 0], (1, 0)).view(N, 1)          # the history before each block
+        history = F.pad(maps[:, :-1, 0], (1, 0)).view(N, 1)   # 3. each block's first history, from h = 0
         a = V.new_empty(L, N)
-        for j in range(L):                                     # each block once more, from its start
-            bit = g[j].gather(1, s)                            # (N, 1): the gate under that history
-            a[j], s = bit[:, 0], (s >> 1).add_(bit, alpha=top)
+        for j in range(L):
+            bit = gate_under[j].gather(1, history)             # (N, 1): the gate under that history
+            a[j], history = bit[:, 0], (history >> 1).add_(bit, alpha=top_bit)
         a = a.view(L, B, n).permute(1, 2, 0).reshape(B, n * L)[:, :T]
-        return torch.cat([V.new_zeros(B, w - 1), a], dim=1)    # laid out as the scan's
+        return torch.cat([V.new_zeros(B, w - 1), a], dim=1)
 
 
 class UniformGater(nn.Module):
