@@ -830,69 +830,71 @@ def sample_byte(logits, u, temperature=1.0, top_k=None):
 @torch.inference_mode() # no_grad with less work per op (a step is ~200 small ops); clone() results for autograd
 def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None):
     """ sample max_new_tokens bytes after the prompts idx (B, T0) -> new (B, max_new_tokens) and gates (B, T0 +
-        max_new_tokens), gates[:, t] the gate of byte t of cat(idx, new), each drawn once, from the distribution the
-        forward uses there in the model's mode (eval, as sample.py runs it: the sequential gater uncapped, unlike in
-        training; Bernoulli(rate) for uniform), and kept: the gates the bytes were generated with (0 for prompt bytes
-        the model never read, see 3.).
-        1. Prefill: the row, BOS and the prompt, gets its gates drawn byte by byte (gater.step), then one forward
-           with them prescribed and a placeholder byte after it (BOS, id 256). The forward forces a gate on its last
-           position: the placeholder takes it, so the last real byte keeps its drawn gate. Nothing reads the
-           placeholder: its logits are not used and the KV caches drop it.
-        2. One step per new byte, through the KV caches (a byte layer's last window-1 positions, every chunk for a
-           mid layer) and each variant's small state. The logits at byte t are those of one forward over the bytes
-           <= t and the placeholder, with these gates prescribed.
-        3. Restart: a row holds at most block_size - 1 bytes (with the placeholder, block_size). The byte that would
-           exceed it makes the row BOS + the last block_size // 2 - 1 bytes, the gates already drawn kept (BOS's
-           forced, as in a training row that starts mid-document), prefilled again as in 1. A longer prompt starts so.
+        max_new_tokens): gates[:, t] the gate byte t of cat(idx, new) was generated with, drawn once, from the forward's
+        distribution in the model's mode (eval, as sample.py: the sequential gater uncapped; Bernoulli(rate) for
+        uniform). One row, the prompt BOS a b, then c and d made; P, a placeholder byte (id 256), always ends the row:
+            bytes      gates
+            BOS a b P  1 0 1 1   prefill: a's and b's gates drawn (gater.step); P takes the forward's forced last
+                                 gate, so b keeps its draw. One forward, these gates prescribed, fills each layer's
+                                 KVCache; the byte layers drop P's keys, the mid layers mask P's chunk (and the
+                                 padding of rows with fewer chunks): chunk mask 1 1 0
+            + c        0         the down and up layers, one position each: y = x + the read of chunk 1 (a b)
+            + d        1         and one mid step, its chunk slot kept in the rows whose gate fired: 1 1 0 1
+        The logits after each byte are those of one forward over the row so far and P, these gates prescribed.
+        Restart: a row holds at most block_size - 1 bytes (block_size with P). The byte that would exceed it makes the
+        row BOS + its last block_size // 2 - 1 bytes, their gates kept (BOS's forced, as a training row that starts
+        mid-document), prefilled again; a longer prompt starts so (gate 0 for the bytes never read).
         Each row draws from its own generator (seeds: B ints, by default drawn from torch's RNG), two uniforms per
         byte (its gate, the next byte), so a row generates the same alone or in any batch. """
     cfg, (B, T0), dev = self.config, idx.shape, idx.device
-    N, hd, w, h = max_new_tokens, cfg.n_embd // cfg.n_head, cfg.filter_size, cfg.block_size // 2
+    N, hd, w, keep = max_new_tokens, cfg.n_embd // cfg.n_head, cfg.filter_size, cfg.block_size // 2
     seeds = torch.randint(2 ** 62, (B,)).tolist() if seeds is None else seeds
     gens = [torch.Generator(dev).manual_seed(int(s)) for s in seeds]
     u = torch.stack([torch.rand(T0 + N, 2, generator=g, device=dev) for g in gens]) # (B, T0+N, 2): gate, next byte
     seq, gates = F.pad(idx, (0, N)), torch.zeros(B, T0 + N, device=dev) # the bytes, the gates decided so far
-    bos = torch.full_like(idx[:, :1], BOS)
-    cache, s = {}, {} # {block: KVCache}; s: the row's ids and gates, logits, and the variants' states
+    bos = torch.full_like(idx[:, :1], BOS) # a restarted row's first byte, and P
+    cache, state = {}, {} # {block: KVCache}; the current row's ids and gates, its last logits, the variants' states
     rot = rope(torch.arange(cfg.block_size, device=dev), hd) # cos, sin of every byte position
 
-    def prefill(row, rg, ug):
-        """ row (B, L), the gates rg (B, K) of its first K bytes (the rest drawn here with ug (B, L)) """
+    def prefill(row, row_gates, u_gate):
+        """ row (B, L), the gates row_gates (B, K) of its first K bytes (the rest drawn here with u_gate (B, L)) """
         L = row.size(1)
         cos, sin = rot[0][:L], rot[1][:L]
         x = self.wte(row)
         for block in self.down: # the byte states the gates are drawn from
             x = block(x, cos, sin)
-        for t in range(rg.size(1), L):
-            hist = F.pad(rg, (w - 1, 0))[:, t:]
+        for t in range(row_gates.size(1), L):
+            hist = F.pad(row_gates, (w - 1, 0))[:, t:]
             g = torch.ones(B, device=dev) if t == 0 else self.gater.step(x[:, t], x[:, t - 1], row[:, t], row[:, t - 1],
-                                                                          t, hist, ug[:, t])[1]
-            rg = torch.cat([rg, g[:, None]], 1)
+                                                                          t, hist, u_gate[:, t])[1]
+            row_gates = torch.cat([row_gates, g[:, None]], 1)
         cache.clear()
         cache.update({b: KVCache(b.attn.window) for b in (*self.down, *self.mid, *self.up)})
-        out = self(torch.cat([row, bos], 1), gates=F.pad(rg, (0, 1), value=1.0), cache=cache)
-        n = rg.sum(-1).long() # chunks that closed at real bytes; the placeholder's and the padding are never read
-        for b, c in cache.items(): # a byte layer drops the placeholder, a mid layer its chunk and the padding
-            c.k, c.v, c.mask = (c.k, c.v, torch.arange(c.k.size(1), device=dev) < n[:, None]) if b in self.mid \
-                else (c.k[:, :-1], c.v[:, :-1], c.mask[:, :-1])
-        p = torch.gather(out['gate_probs'], 1, out['ends']) # at each chunk's last byte
-        r = x.new_zeros(B, cfg.n_embd)
-        for k in range(int(n.max())): # what the bytes add: chunk by chunk, as the steps will go on
-            r = torch.where((k < n)[:, None], self.upsampler.read(out['z'][:, k], out['zo'][:, k], p[:, k], r), r)
-        open_ = (chunk_ids(rg) == n[:, None]).to(x.dtype)[..., None] # the bytes after the last gate
-        s.update(row=row, rg=rg, logits=out['logits'][:, L - 1], x_prev=x[:, -1], r=r,
-                 total=(x * open_).sum(1), count=open_.sum((1, 2)))
+        out = self(torch.cat([row, bos], 1), gates=F.pad(row_gates, (0, 1), value=1.0), cache=cache) # row, P
+        closed = row_gates.sum(-1).long() # (B,) the chunks closed at real bytes
+        for block, kv in cache.items(): # byte layers drop P's keys, mid layers mask P's chunk and the padding
+            kv.k, kv.v, kv.mask = (kv.k, kv.v, torch.arange(kv.k.size(1), device=dev) < closed[:, None]) \
+                if block in self.mid else (kv.k[:, :-1], kv.v[:, :-1], kv.mask[:, :-1])
+        p_end = torch.gather(out['gate_probs'], 1, out['ends']) # at each chunk's last byte
+        read = x.new_zeros(B, cfg.n_embd)
+        for k in range(int(closed.max())): # what the bytes add: chunk by chunk, as the steps will go on
+            read = torch.where((k < closed)[:, None],
+                               self.upsampler.read(out['z'][:, k], out['zo'][:, k], p_end[:, k], read), read)
+        in_open = (chunk_ids(row_gates) == closed[:, None]).to(x.dtype)[..., None] # the bytes after the last gate
+        state.update(row=row, row_gates=row_gates, logits=out['logits'][:, L - 1], x_prev=x[:, -1], read=read,
+                     total=(x * in_open).sum(1), count=in_open.sum((1, 2)))
 
-    def step(byte, ug):
-        """ the next byte (B,) at row position t: its gate drawn with ug (B,), then the logits after it """
-        t = s['row'].size(1)
+    def step(byte, u_gate):
+        """ the next byte (B,) at row position t: its gate drawn with u_gate (B,), then the logits after it """
+        t = state['row'].size(1)
         cos, sin = rot[0][t:t + 1], rot[1][t:t + 1]
         x = self.wte(byte[:, None])
         for block in self.down:
             x = block(x, cos, sin, cache[block])
         x = x[:, 0]
-        p, g = self.gater.step(x, s['x_prev'], byte, s['row'][:, -1], t, F.pad(s['rg'], (w - 1, 0))[:, t:], ug)
-        total, count, r, fired = s['total'] + x, s['count'] + 1, s['r'], g > 0
+        hist = F.pad(state['row_gates'], (w - 1, 0))[:, t:]
+        p, g = self.gater.step(x, state['x_prev'], byte, state['row'][:, -1], t, hist, u_gate)
+        total, count, read, fired = state['total'] + x, state['count'] + 1, state['read'], g > 0
         if fired.any(): # a chunk closes in some row: one mid step at RoPE position t, kept in those rows only
             z, zpos = self.downsampler.step(x, total, count, t)
             zcos, zsin = (cos, sin) if isinstance(zpos, int) else rope(zpos[:, None], hd) # nawrot's: (B, 1, hd)
@@ -900,32 +902,33 @@ def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, seeds=None)
             for block in self.mid:
                 zo = block(zo, zcos, zsin, cache[block])
                 cache[block].mask[:, -1] = fired
-            r = torch.where(fired[:, None], self.upsampler.read(z, zo[:, 0], p, r), r)
+            read = torch.where(fired[:, None], self.upsampler.read(z, zo[:, 0], p, read), read)
             total, count = torch.where(fired[:, None], 0.0, total), torch.where(fired, 0.0, count)
-        y = (x + r)[:, None]
+        y = (x + read)[:, None]
         for block in self.up:
             y = block(y, cos, sin, cache[block])
-        s.update(row=torch.cat([s['row'], byte[:, None]], 1), rg=torch.cat([s['rg'], g[:, None]], 1),
-                 logits=self.lm_head(y)[:, 0], x_prev=x, r=r, total=total, count=count)
+        state.update(row=torch.cat([state['row'], byte[:, None]], 1), logits=self.lm_head(y)[:, 0],
+                     row_gates=torch.cat([state['row_gates'], g[:, None]], 1), x_prev=x, read=read, total=total,
+                     count=count)
 
-    def restart(n, known): # the row becomes BOS + the last h-1 of the first n bytes, the gates before `known` kept
-        a = n - h + 1
-        prefill(torch.cat([bos, seq[:, a:n]], 1), F.pad(gates[:, a:known], (1, 0), value=1.0),
-                F.pad(u[:, a:n, 0], (1, 0)))
-        gates[:, a:n] = s['rg'][:, 1:]
+    def restart(n, known): # the row becomes BOS + the last keep-1 of the first n bytes, the gates before `known` kept
+        first = n - keep + 1
+        prefill(torch.cat([bos, seq[:, first:n]], 1), F.pad(gates[:, first:known], (1, 0), value=1.0),
+                F.pad(u[:, first:n, 0], (1, 0)))
+        gates[:, first:n] = state['row_gates'][:, 1:]
 
     if T0 <= cfg.block_size - 1:
         prefill(idx, gates[:, :0], u[:, :T0, 0])
-        gates[:, :T0] = s['rg']
+        gates[:, :T0] = state['row_gates']
     else:
-        restart(T0, T0 - h + 1)
+        restart(T0, T0 - keep + 1)
     for n in range(T0, T0 + N): # byte n, from the logits at byte n-1
-        seq[:, n] = sample_byte(s['logits'][:, :256], u[:, n - 1, 1], temperature, top_k) # bytes only, never BOS
-        if s['row'].size(1) == cfg.block_size - 1:
+        seq[:, n] = sample_byte(state['logits'][:, :256], u[:, n - 1, 1], temperature, top_k) # bytes only, never BOS
+        if state['row'].size(1) == cfg.block_size - 1:
             restart(n + 1, n)
         else:
             step(seq[:, n], u[:, n, 0])
-            gates[:, n] = s['rg'][:, -1]
+            gates[:, n] = state['row_gates'][:, -1]
     cache.clear()
     return seq[:, T0:], gates.long()
 
