@@ -58,7 +58,7 @@ class UNetConfig: # defaults: the paper's method values on a small model for tes
     upsampler: str = 'add'      # a key of UPSAMPLERS
     rate: float = 0.2           # target fraction of bytes that end a chunk (1/5: about 5 bytes per chunk)
     filter_size: int = 8        # sequential gater: w, the gate sees the byte state and the w-1 previous gates
-    gate_scale: float = 1 / 16  # sequential gater: logit = softcap(scale * filter + logit(rate))
+    gate_scale: float = 1 / 16  # sequential gater: logit = softcap(scale * filter + logit(rate)); the quick start's 1
     gate_softcap: float = 6.0   # sequential gater: logit cap in train mode only (eval samples uncapped, as the paper)
     nawrot_temp: float = 0.5    # nawrot gater: relaxed Bernoulli temperature (Nawrot et al. 0.5, the paper's run 1.0)
     word_rate: float = 0.0      # word gaters: the rule's own share of gated positions; > 0 moves the rate to `rate`
@@ -241,8 +241,9 @@ def gather(z, ids):
 
 # -----------------------------------------------------------------------------
 # Gaters: gater(x, idx, gates=None) -> gate_logits, gate_probs, gates, each (B, T).
-# x is the down layers' output. With `gates` given they are prescribed (no sampling) and the policy is scored on
-# them. Gates are floats; only `nawrot` lets a gradient through them. The model then forces slots 0 and T-1 to 1.
+# x is the down layers' output, not detached (as the paper): the gater's losses in train.py train the down layers and
+# the embedding too. With `gates` given they are prescribed (no sampling) and the policy is scored on them. Gates are
+# floats; only `nawrot` lets a gradient through them. The model then forces slots 0 and T-1 to 1.
 # For generation, gater.step(x, x_prev, byte, byte_prev, t, hist, u) -> gate_probs, gates (B,) decides one row
 # position t >= 1 as forward does there: x, x_prev (B, C) the down states at t and t-1, byte, byte_prev (B,) the ids
 # at t and t-1, hist (B, w-1) the gates at t-w+1..t-1 (0 before the row), u (B,) a uniform draw per row.
