@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from model import UNetConfig, ByteUNet, SequentialGater, PRESETS
+from common import KEYS, check_config # the table of keys, bench.py's own rows among them: --help prints them
 
 # -----------------------------------------------------------------------------
 table = 'step' # sampler, forward, step, generate or gpu; each starts from its own values of the keys below (TABLES)
@@ -45,31 +46,21 @@ TABLES = {'sampler': dict(batch_size=8, block_size=4096), 'step': {},
           'generate': dict(sizes='tiny,18m', batch_size=1, block_size=256),
           'gpu': dict(device='cuda', sizes='18m,73m', compiles='False,True', dtypes='bfloat16', block_size=4096)}
 table = ([a[len('--table='):] for a in sys.argv[1:] if a.startswith('--table=')] or [table])[-1]
-if table not in TABLES:
-    sys.exit(f"bench.py: --table={table}: use one of {', '.join(TABLES)}")
-globals().update(TABLES[table]) # the table's defaults, before the overrides
+globals().update(TABLES.get(table, {})) # the table's defaults, before the overrides (another name: check_config's line)
 exec(open('configurator.py').read()) # overrides from command line or config file
+check_config(globals(), 'bench.py') # every key against its row of common.KEYS, the device too: one line, nothing made
 from model import BOS # after the configurator, so it is not a config key
 # -----------------------------------------------------------------------------
 command = 'python bench.py ' + ' '.join(sys.argv[1:])
 MEM = 'peak_mem_gb' # train.py's log key of its peak CUDA memory (GB)
-runs = table in ('step', 'gpu') # the tables of train.py runs
-known = ['tiny', *(s for s in PRESETS if not runs or os.path.exists(f'config/size_{s}.py'))]
-for key, vals, ok in (('sizes', sizes, known), ('compiles', compiles, ['False', 'True']),
-                      ('dtypes', dtypes, ['float32', 'bfloat16', 'float16']),
-                      ('methods', methods, [m for m in methods.split(',') if os.path.exists(f'config/method_{m}.py')])):
-    bad = [v for v in vals.split(',') if v not in ok]
-    if bad:
-        sys.exit(f"bench.py: --{key}={vals}: '{bad[0]}' is none of "
-                 + ('the config/method_*.py names' if key == 'methods' else ', '.join(ok)))
-for key in ('batch_size', 'block_size', 'iters', 'reps', 'gen_bytes'):
-    if globals()[key] <= 0:
-        sys.exit(f"bench.py: --{key}={globals()[key]} must be positive")
-if warmup < 0 or gen_points == 1 or gen_points < 0:
-    sys.exit(f"bench.py: --warmup={warmup}, --gen_points={gen_points}: warmup >= 0, and gen_points 0 or >= 2 (the "
-             "first and the last byte)")
-if device.startswith('cuda') and not torch.cuda.is_available():
-    sys.exit(f"bench.py: --device={device} but this PyTorch sees no CUDA GPU; use --device=cpu")
+runs = table in ('step', 'gpu') # the tables of train.py runs: a config file for each size and method (the disk's)
+need = {'sizes': [f'config/size_{s}.py' for s in sizes.split(',') if s != 'tiny'],
+        'methods': [f'config/method_{m}.py' for m in methods.split(',')]}
+for key, paths in need.items():
+    if runs and (missing := [p for p in paths if not os.path.exists(p)]):
+        sys.exit(f"bench.py: --{key}={globals()[key]}: there is no {missing[0]} for train.py to run")
+if gen_points == 1:
+    sys.exit("bench.py: --gen_points=1 must be 0 or >= 2 (the first and the last byte)")
 if data and not os.path.exists(os.path.join('data', data, 'train.bin')):
     sys.exit(f"bench.py: --data={data}: there is no data/{data}/train.bin; run `python prepare.py {data}` first")
 if threads:

@@ -18,7 +18,7 @@ from itertools import accumulate
 import numpy as np
 import torch
 
-from model import ByteUNet, UNetConfig, GATERS, DOWNSAMPLERS, UPSAMPLERS
+from model import ByteUNet, UNetConfig, GATERS, DOWNSAMPLERS, UPSAMPLERS, PRESETS
 from prepare import check_folder # an output folder: one line before the work if it cannot be made (torch-free)
 
 try:
@@ -27,10 +27,13 @@ except ImportError:
     fcntl = None
 
 # -----------------------------------------------------------------------------
-# every config key of train.py, sample.py and eval.py, one row each: 'TYPE[, RULE]: why'. A RULE is `> N`, `>= N`,
-# `in (a, b)` (brackets as in maths), `one of 'x', 'y'`, `a folder` (not empty, not a file), `a folder or ''` or
-# `a path`, '~' expanded in the last three. check_config holds a script's values to their rows after the configurator,
-# before any folder or file is made, and the configurator's --help prints them.
+# every config key of train.py, sample.py, eval.py and bench.py, one row each: 'TYPE[, RULE]: why'. A RULE is `> N`,
+# `>= N`, `in (a, b)` (brackets as in maths), `one of 'x', 'y'`, `a folder` (not empty, not a file), `a folder or ''`,
+# `a path` ('~' expanded in these three), `a device` (one this machine has: check_device; `a device or ''` too), or
+# `comma-separated[, each RULE]`, a list in a string whose items each hold to RULE (`each int > 0`, `each one of 'x'`).
+# A key that means another thing in one script gets that script's own row, 'bench.py:iters': it holds the key there
+# in place of the plain row 'iters', and nowhere else (rows_of). check_config holds a script's values to their rows
+# after the configurator, before any folder or file is made, and the configurator's --help prints them.
 one_of = lambda names: 'one of ' + ', '.join(f"'{n}'" for n in names)
 KEYS = {
     'out_dir': "str, a folder: train.py writes ckpt.pt and log.jsonl there, sample.py and eval.py read its ckpt.pt",
@@ -85,7 +88,7 @@ KEYS = {
     'warmup_iters': "int >= 0: steps of linear warmup from 0.1 x learning_rate",
     'lr_decay_iters': "int >= 0: the step where the cosine reaches min_lr",
     'min_lr': "float >= 0: the learning rate after lr_decay_iters",
-    'device': "str: cpu, cuda, cuda:N or mps, one that this machine has (check_device)",
+    'device': "str, a device: cpu, cuda, cuda:N or mps, one that this machine has",
     'dtype': f"str, {one_of(('float32', 'bfloat16', 'float16'))}: autocast's precision",
     'compile': "bool: torch.compile the model",
     'peak_flops': "float >= 0: MFU's denominator in FLOP/s; 0: the GPU's own, by its name",
@@ -107,33 +110,70 @@ KEYS = {
     'limit': "int > 0: bpb: the first `limit` documents",
     'task_limit': "int >= 0: lm-eval tasks: the first task_limit samples of each; 0: all",
     'include_path': "str, a folder or '': a folder of your own task YAMLs",
+    # bench.py, its own rows (device, block_size: the plain ones); the files a size or method needs, it checks itself
+    'bench.py:table': f"str, {one_of(('sampler', 'forward', 'step', 'generate', 'gpu'))}: what to time; each table "
+                      f"starts from its own values of the keys below (bench.py's TABLES)",
+    'bench.py:sizes': f"str, comma-separated, each {one_of(('tiny', *PRESETS))}: model.PRESETS (config/size_NAME.py), "
+                      f"or tiny: UNetConfig's",
+    'bench.py:methods': "str, comma-separated: step, gpu: names of config/method_*.py, each one a train.py run",
+    'bench.py:compiles': f"str, comma-separated, each {one_of(('False', 'True'))}: step, gpu: train.py --compile, each",
+    'bench.py:dtypes': f"str, comma-separated, each {one_of(('float32', 'bfloat16', 'float16'))}: step, gpu: train.py "
+                       f"--dtype, each",
+    'bench.py:batch_size': "int > 0: rows per forward, or per step of train.py",
+    'bench.py:iters': "int > 0: step, gpu: timed iterations of each train.py run (their median)",
+    'bench.py:warmup': "int >= 0: step, gpu: untimed iterations before them (twice as many compiled)",
+    'bench.py:data': "str: step, gpu: '' random bytes, every row full; or a dataset in data/ (e.g. pycode)",
+    'bench.py:out_root': "str, a folder or '': step, gpu: the runs' out_dirs stay under it; '' a temporary folder",
+    'bench.py:reps': "int > 0: sampler, forward: alternated rounds (their median); generate: rounds (the best)",
+    'bench.py:gen_bytes': "int > 0: generate: bytes made from a 16-byte prompt",
+    'bench.py:gen_points': "int >= 0: generate: > 0 times the re-run at this many row lengths, summed (not 1: the "
+                           "first and the last byte)",
+    'bench.py:threads': "int >= 0: torch threads of the tables timed in bench.py itself; 0: torch's default",
+    'bench.py:seed': "int >= 0: the untrained weights, the random bytes and train.py's --seed",
 }
 
 
 def key_rule(row):
-    """ a row of KEYS -> its type, a test of a value, the rule's words and the reason: 'int > 0: rows' -> int, v > 0 """
+    """ a row of KEYS -> its type, a test of a value, the rule's words and the reason: 'int > 0: rows' -> int, v > 0;
+        'str, comma-separated, each int > 0: seeds' -> str, every item of v.split(',') an int > 0 """
     head, _, why = row.partition(': ')
     kind, _, rule = head.partition(' ')
     kind = {'int': int, 'float': float, 'bool': bool, 'str': str}[kind.rstrip(',')]
     finite = lambda v: kind is not float or math.isfinite(v) # 1e999 is inf
-    if rule.startswith('one of '):
+    if rule.startswith('comma-separated'): # each item as a row of its own: 'int > 0', 'str, one of ...', 'str'
+        each = rule.partition(', each ')[2]
+        item, item_ok = key_rule(each if each.startswith(('int ', 'float ')) else f"str, {each}".rstrip(', '))[:2]
+        def ok(v):
+            try:
+                return all(item_ok(item(x)) for x in v.split(','))
+            except ValueError: # not a number
+                return False
+    elif rule.startswith('one of '):
         ok = lambda v: v in re.findall(r"'([^']*)'", rule)
     elif m := re.fullmatch(r'in ([\[(])(\S+), (\S+)([\])])', rule):
         lo, hi = float(m[2]), float(m[3])
         ok = lambda v: finite(v) and (lo < v if m[1] == '(' else lo <= v) and (v < hi if m[4] == ')' else v <= hi)
     elif m := re.fullmatch(r'(>=?) (\S+)', rule):
         ok = lambda v: finite(v) and (v >= float(m[2]) if m[1] == '>=' else v > float(m[2]))
-    else: # a folder is not a file, and out_dir not '' either
-        ok = lambda v: 'folder' not in rule or not os.path.isfile(os.path.expanduser(v)) and (v or rule != 'a folder')
+    else: # a folder is not a file; '' only where the rule says so (a path: none)
+        ok = lambda v: ('folder' not in rule or not os.path.isfile(os.path.expanduser(v))) and \
+            (v or rule not in ('a folder', 'a device'))
     return kind, ok, rule, why
 
 
+def rows_of(script):
+    """ the rows of KEYS that hold a script's keys, by key: its own ('bench.py:iters' as 'iters'), then the plain rows
+        of the keys it has none of its own for. Another script's own rows are not among them """
+    own = {k.partition(':')[2]: row for k, row in KEYS.items() if k.startswith(script + ':')}
+    return {**own, **{k: row for k, row in KEYS.items() if ':' not in k and k not in own}}
+
+
 def check_config(ns, script):
-    """ the config keys of a script (ns: its globals after the configurator) against their rows of KEYS: for the first
-        that does not fit, one line naming the key, its value and what its row allows; '~' expanded in paths, in ns.
-        The device must be on this machine, wandb there for wandb_log, and when all of UNetConfig's fields are keys
-        (train.py), their combination must be a model """
-    for k, row in KEYS.items():
+    """ the config keys of a script (ns: its globals after the configurator) against their rows of KEYS (rows_of): for
+        the first that does not fit, one line naming the key, its value and what its row allows; '~' expanded in
+        paths, in ns. A device must be on this machine, wandb there for wandb_log, and when all of UNetConfig's fields
+        are keys (train.py), their combination must be a model """
+    for k, row in rows_of(script).items():
         if k not in ns:
             continue
         kind, ok, rule, why = key_rule(row)
@@ -142,10 +182,10 @@ def check_config(ns, script):
         if not ok(ns[k]):
             finite = kind is not float or math.isfinite(ns[k])
             raise SystemExit(f"{script}: --{k}={ns[k]} must be {'' if finite else 'finite and '}{rule}: {why}")
-        if rule.startswith('a '): # a folder or a path
+        if rule.startswith(('a folder', 'a path')):
             ns[k] = os.path.expanduser(ns[k])
-    if 'device' in ns:
-        check_device(ns['device'], script)
+        if rule.startswith('a device') and ns[k]:
+            check_device(ns[k], script)
     if ns.get('wandb_log'): # its import, now: not after out_dir and log.jsonl are made
         try:
             import wandb

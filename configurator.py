@@ -9,7 +9,8 @@
 # _overrides holds every name the command line or a config file set (so train.py can tell them from defaults).
 # A mistake exits with one line naming the argument (SystemExit: no traceback), a config file's with its line. Under
 # torchrun only rank 0 prints. --help prints the script's docstring, then each key, its value so far and, when the
-# script imports a table KEYS of them (common.KEYS: type, rule, reason), its row; the script checks them against it.
+# script imports a table KEYS of them (common.KEYS: type, rule, reason), its row: the script's own ('bench.py:iters'),
+# else the plain one ('iters'); the script checks them against it.
 # (A comment, not a docstring: exec'd as a docstring it would replace the script's own __doc__, which --help prints.)
 import ast
 import builtins
@@ -33,11 +34,11 @@ class _Noted(dict):  # a config file's namespace: notes each name it sets, in fi
 
 for _i, _arg in enumerate(sys.argv[1:], 1):
     if _arg in ('-h', '--help'):
-        _rows = globals().get('KEYS', {})
+        _rows, _script = globals().get('KEYS', {}), os.path.basename(globals().get('__file__', ''))
         print((_defaults.get('__doc__') or '').strip() + '\n\nconfig keys (--key=value), with the values so far'
               + (', their types, what they may be, and why:' if _rows else ':'))
-        print('\n'.join((f'  --{k}={globals()[k]!r}'.ljust(34) + ' ' + _rows.get(k, '')).rstrip()
-                        for k, v in _defaults.items() if _is_key(k, v)))
+        print('\n'.join((f'  --{k}={globals()[k]!r}'.ljust(34) + ' ' + _rows.get(f'{_script}:{k}', _rows.get(k, '')))
+                        .rstrip() for k, v in _defaults.items() if _is_key(k, v))) # a script's own row first
         raise SystemExit(0)
     if not _arg.startswith('--'): # a config file, as given or next to the script
         _path = _arg if os.path.exists(_arg) or os.path.isabs(_arg) else os.path.join(_here, _arg)

@@ -2,8 +2,9 @@
 Tests for configurator.py: defaults, then config files, then --key=value flags, last one wins, and every
 mistake exits with a one-line SystemExit naming what was wrong, a config file's with its line. Each test execs the
 configurator into a dict that stands in for train.py's globals(), with sys.argv patched. Then the table of keys that
-train.py, sample.py and eval.py share (common.KEYS): --help prints it, and every key of every script refuses a value
-of another type and the values just outside its range, each in one line, while its edges pass (common.check_config).
+train.py, sample.py, eval.py and bench.py share (common.KEYS): --help prints it, every key of every script refuses a
+value of another type and the values just outside its range, each in one line, while its edges pass
+(common.check_config), and a script's own rows ('bench.py:iters') hold its keys there and nowhere else.
 Run: python -m pytest -q tests/test_configurator.py
 """
 import ast
@@ -186,12 +187,14 @@ def script_help(script, *args):
     import runpy
     from contextlib import redirect_stdout
     from io import StringIO
-    argv, sys.argv, out = sys.argv, [script, *args, '--help'], StringIO()
+    argv, sys.argv, out, cwd = sys.argv, [script, *args, '--help'], StringIO(), os.getcwd()
     try:
+        os.chdir(ROOT) # (bench.py runs from the repository's root)
         with redirect_stdout(out), pytest.raises(SystemExit) as e:
             runpy.run_path(os.path.join(ROOT, script), run_name='__main__')
     finally:
         sys.argv = argv
+        os.chdir(cwd)
     assert e.value.code in (0, None)
     keys, rows = {}, {}
     for line in out.getvalue().split('with the values so far')[1].splitlines()[1:]:
@@ -201,7 +204,7 @@ def script_help(script, *args):
     return out.getvalue(), keys, rows
 
 
-SCRIPTS = ('train.py', 'sample.py', 'eval.py')
+SCRIPTS = ('train.py', 'sample.py', 'eval.py', 'bench.py')
 
 
 @pytest.fixture(scope='module')
@@ -210,13 +213,32 @@ def helps():
 
 
 def test_help_prints_every_key_with_its_row_of_the_table(helps):
-    """ every key of every script has a row in common.KEYS, --help prints it beside the key, and every row is some
-        script's key; `root`, a path train.py once kept as a global, is no key (nor a did-you-mean) """
-    from common import KEYS
+    """ every key of every script has a row in common.KEYS (its own or the plain one), --help prints it beside the key,
+        and every row holds some script's key; `root`, a path train.py once kept as a global, is no key (nor a
+        did-you-mean) """
+    from common import KEYS, rows_of
     for script, (_, keys, rows) in helps.items():
-        assert keys and all(rows[k] == KEYS[k] for k in keys), script
-    assert set(KEYS) == set().union(*(keys for _, keys, _ in helps.values()))
+        assert keys and all(rows[k] and rows[k] == rows_of(script).get(k) for k in keys), script
+    held = {k if rows_of(s)[k] == KEYS.get(k) else f'{s}:{k}' for s, (_, keys, _) in helps.items() for k in keys}
+    assert held == set(KEYS)
     assert 'root' not in helps['train.py'][1]
+
+
+def test_a_script_s_own_rows_hold_its_keys_there_and_nowhere_else(helps):
+    """ 'bench.py:threads' holds bench.py's threads (torch's default at 0), the plain row train.py's (the idle cores);
+        bench.py's iters, table and warmup are no key of train.py's, whatever a script's globals hold """
+    from common import KEYS, check_config, rows_of
+    own, plain = KEYS['bench.py:threads'], KEYS['threads']
+    assert helps['bench.py'][2]['threads'] == own != plain == helps['train.py'][2]['threads']
+    with pytest.raises(SystemExit, match=re.escape("bench.py: --threads=-1 must be >= 0: torch threads of the tables")):
+        check_config(dict(helps['bench.py'][1], threads=-1), 'bench.py')
+    with pytest.raises(SystemExit, match=re.escape("train.py: --threads=-1 must be >= 0: CPU threads; 0: the cores")):
+        check_config(dict(helps['train.py'][1], threads=-1), 'train.py')
+    for script in ('train.py', 'sample.py', 'eval.py'):
+        assert not {'iters', 'table', 'warmup', 'sizes'} & set(rows_of(script)), script
+        check_config(dict(helps[script][1], iters=-1, table='nope', warmup=-1, sizes=3), script) # not its keys
+    with pytest.raises(SystemExit, match=re.escape("bench.py: --iters=-1 must be > 0")):
+        check_config(dict(helps['bench.py'][1], iters=-1), 'bench.py')
 
 
 def bad_values(k, row):
@@ -224,8 +246,15 @@ def bad_values(k, row):
     from common import key_rule
     kind, _, rule, _ = key_rule(row)
     wrong = {int: '4', float: '0.5', bool: 1, str: 3}[kind] # a config file's `batch_size = "4"`, `compile = 1`
-    if k == 'device': # the machine's own: common.check_device
-        return wrong, ['nonsense', 'cuda:99'], ['cpu']
+    if rule.startswith('a device'): # the machine's own: common.check_device
+        empty = [''] if rule.endswith("or ''") else []
+        return wrong, ['nonsense', 'cuda:99'] + ([] if empty else ['']), ['cpu'] + empty
+    if rule.startswith('comma-separated'): # each item as a row of its own
+        each = rule.partition(', each ')[2]
+        if not each:
+            return wrong, [], ['a,b', '']
+        _, bad, good = bad_values(k, (each if each.startswith(('int ', 'float ')) else f'str, {each}') + ': item')
+        return wrong, [str(bad[0]), f'{good[0]},{bad[0]}', ''], [str(good[0]), ','.join(map(str, good))]
     step = 1 if kind is int else 1e-9
     if rule.startswith(('>', 'in ')):
         lo, hi = re.findall(r'[-\d.e]+', rule)[-2:] if rule.startswith('in ') else (rule.split()[1], None)
@@ -250,12 +279,12 @@ def test_every_key_refuses_a_wrong_type_and_values_out_of_its_range_in_one_line(
     """ each key of each script, with every other key at its default: a value of another type and a value just
         outside its rule end in one line that names the key and the value (a SystemExit with a message: exit status 1,
         no traceback), with nothing made; the values at the rule's edges pass """
-    from common import KEYS, check_config
+    from common import check_config, key_rule, rows_of
     monkeypatch.chdir(tmp_path) # a relative out_dir would be made here
     monkeypatch.setenv('HOME', str(tmp_path))
     n = pairs = 0
     for script, (_, defaults, _) in helps.items():
-        for k, row in KEYS.items():
+        for k, row in rows_of(script).items():
             if k not in defaults:
                 continue
             pairs += 1
@@ -267,7 +296,8 @@ def test_every_key_refuses_a_wrong_type_and_values_out_of_its_range_in_one_line(
                     check_config(dict(defaults, **{k: v}), script)
                 msg = e.value.code
                 assert isinstance(msg, str) and '\n' not in msg and msg.startswith(f'{script}: --{k}='), (k, v, msg)
-                allowed = 'cpu' if k == 'device' else row if v is wrong else row.partition(': ')[0].partition(' ')[2]
+                device = key_rule(row)[2].startswith('a device')
+                allowed = 'cpu' if device else row if v is wrong else row.partition(': ')[0].partition(' ')[2]
                 assert (repr(v) if v is wrong else str(v)) in msg and allowed in msg, (k, v, msg) # and what may be
                 n += 1
             for v in good:
