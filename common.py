@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -425,14 +426,23 @@ def hms(s):
 
 def make_pycode(data_path):
     """ data_path made by `python prepare.py pycode` (no network needed) when none of its files is there -> '', or
-        prepare.py's one line when it could not (a data_dir it cannot write in) """
+        prepare.py's one line when it could not (a data_dir it cannot write in). Stopped (train.py's Ctrl-C line),
+        prepare.py stops too, by the terminal's Ctrl-C or by one passed on, and keeps nothing half-made """
     if any(os.path.exists(os.path.join(data_path, f'{s}{x}')) for s in ('train', 'val')
            for x in ('.bin', '_offsets.npy')):
         return ''
     print(f"{data_path} is missing: running `python prepare.py pycode --out_dir={data_path}` first")
-    made = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'prepare.py'),
-                           'pycode', f'--out_dir={data_path}'], stderr=subprocess.PIPE, text=True)
-    return made.stderr.strip() if made.returncode else ''
+    with subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'prepare.py'),
+                           'pycode', f'--out_dir={data_path}'], stderr=subprocess.PIPE, text=True) as made:
+        try:
+            err = made.communicate()[1]
+        except BaseException: # a Ctrl-C at the terminal reached prepare.py as well; one sent to train.py alone did not
+            try:
+                made.wait(1)
+            except subprocess.TimeoutExpired:
+                made.send_signal(signal.SIGINT)
+            raise # (Popen waits for it to clean up)
+    return err.strip() if made.returncode else ''
 
 
 def restart_log(log_path, iter_num):

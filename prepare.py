@@ -49,10 +49,14 @@ import types
 import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
 
-import numpy as np
+try:
+    import numpy as np
+except KeyboardInterrupt:  # Ctrl-C while numpy loads, the first few tenths of a second: one line, as anywhere else
+    sys.exit('prepare.py: interrupted; nothing was written')
 
 HUB = {  # name -> (hub repo, its data files, text field, minimum UTF-8 bytes kept)
     'fineweb': ('HuggingFaceFW/fineweb', 'sample/100BT/*.parquet', 'text', 4097),  # config sample-100BT; len > 4096
@@ -157,6 +161,18 @@ def write_meta(a, source, revision, splits):
     """data/NAME/meta.json: where the data came from and how it was made (eval.py shows it)."""
     write_json(os.path.join(a.out_dir, 'meta.json'),
                {'name': a.name, 'source': source, 'revision': revision, 'args': a.args, 'splits': splits})
+
+
+@contextmanager
+def uninterrupted():
+    """Ctrl-C and SIGTERM ignored while the block runs: the renames that make a dataset appear at once, or the removal
+    of a stopped one's files. The folder holds the whole dataset or none of it, never half."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -426,12 +442,13 @@ def hub(a):
         with open(os.path.join(out, f'{s}_offsets.npy.tmp'), 'wb') as f:  # a file object: np.save adds no .npy
             np.save(f, np.concatenate([[0], ends]).astype(np.int64))
         print(f'{s}: {sizes[s]["docs"]:,} docs, {sizes[s]["bytes"]:,} bytes', flush=True)
-    for s in splits:
-        os.replace(part[s][0], os.path.join(out, f'{s}.bin'))
-        os.replace(os.path.join(out, f'{s}_offsets.npy.tmp'), os.path.join(out, f'{s}_offsets.npy'))
-    write_meta(a, source, revision, sizes)
-    for p in [part[s][1] for s in splits] + [man_path]:
-        os.remove(p)
+    with uninterrupted():  # the files appear all at once: a Ctrl-C now would leave a rerun nothing to resume
+        for s in splits:
+            os.replace(part[s][0], os.path.join(out, f'{s}.bin'))
+            os.replace(os.path.join(out, f'{s}_offsets.npy.tmp'), os.path.join(out, f'{s}_offsets.npy'))
+        write_meta(a, source, revision, sizes)
+        for p in [part[s][1] for s in splits] + [man_path]:
+            os.remove(p)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -500,31 +517,34 @@ def local(a):
     made = not os.path.isdir(a.out_dir)
     os.makedirs(a.out_dir, exist_ok=True)
     renames, failed = [], None
-    with ThreadPoolExecutor(16) as pool:  # reading many small files is I/O-bound: threads overlap it
-        try:
-            for split, docs in zip(('val', 'train'), local_splits(a, files, pool)):
-                renames += write(a.out_dir, split, docs, prog)
-                if np.load(renames[-1][0]).size == 1:  # no document: files without docstrings (pydocs)
-                    failed = (f'prepare.py: {a.name}: the {len(files):,} files under {root} give no {split} '
-                              f'document; add files or point --path at a bigger folder')
-                    break
-        except OSError as e:  # an unreadable file: one line, not a traceback
-            failed = f'prepare.py: {a.name}: could not read a file under {root} ({type(e).__name__}: {e})'
-    prog.close()
-    if failed:
-        for f in Path(a.out_dir).glob('*.tmp'):
-            f.unlink()  # leave no half-written files behind
-        if made and not os.listdir(a.out_dir):
-            os.rmdir(a.out_dir)  # nor an empty folder that looks like a dataset
-        sys.exit(failed.replace('\n', ' ')[:400])
-    for tmp, final in renames:  # only now do the files appear complete
-        os.replace(tmp, final)
-    source = os.path.abspath(root)
-    splits = {s: {'docs': int(n.size - 1), 'bytes': int(n[-1])}
-              for s in ('val', 'train') for n in [np.load(os.path.join(a.out_dir, f'{s}_offsets.npy'))]}
+    pool = ThreadPoolExecutor(16)  # reading many small files is I/O-bound: threads overlap it
+    try:
+        for split, docs in zip(('val', 'train'), local_splits(a, files, pool)):
+            renames += write(a.out_dir, split, docs, prog)
+            if np.load(renames[-1][0]).size == 1:  # no document: files without docstrings (pydocs)
+                failed = (f'prepare.py: {a.name}: the {len(files):,} files under {root} give no {split} '
+                          f'document; add files or point --path at a bigger folder')
+                break
+    except OSError as e:  # an unreadable file: one line, not a traceback
+        failed = f'prepare.py: {a.name}: could not read a file under {root} ({type(e).__name__}: {e})'
+    except KeyboardInterrupt:  # Ctrl-C, or train.py's passed on (common.make_pycode)
+        failed = f'prepare.py: {a.name}: interrupted; nothing was written (the same command makes it)'
+    with uninterrupted():  # from here the files go, or all appear at once: never half a dataset
+        pool.shutdown(cancel_futures=True)  # (after a failure, the reads still queued are dropped)
+        prog.close()
+        if failed:
+            for f in Path(a.out_dir).glob('*.tmp'):
+                f.unlink()  # leave no half-written files behind
+            if made and not os.listdir(a.out_dir):
+                os.rmdir(a.out_dir)  # nor an empty folder that looks like a dataset
+            sys.exit(failed.replace('\n', ' ')[:400])
+        for tmp, final in renames:  # only now do the files appear complete
+            os.replace(tmp, final)
+        splits = {s: {'docs': int(n.size - 1), 'bytes': int(n[-1])}
+                  for s in ('val', 'train') for n in [np.load(os.path.join(a.out_dir, f'{s}_offsets.npy'))]}
+        write_meta(a, os.path.abspath(root), f'python {sys.version.split()[0]}' if a.name != 'files' else None, splits)
     for s, n in splits.items():  # after the bar is closed, not inside its line
         print(f'{s}: {n["docs"]:,} docs, {n["bytes"]:,} bytes', flush=True)
-    write_meta(a, source, f'python {sys.version.split()[0]}' if a.name != 'files' else None, splits)
 
 
 def made_before(a):
@@ -559,4 +579,7 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C before any file is made (hub() and local() clean up their own, and say so)
+        sys.exit('prepare.py: interrupted; nothing was written')

@@ -19,12 +19,15 @@ The gater's training signal, inline in the loop below, departs from textbook REI
 
 import os
 import sys
+import signal
+_stage = 'starting' # what a Ctrl-C before the training loop stops, named in its one line (the loop's: on_signal)
+signal.signal(signal.SIGINT, lambda *_: sys.exit(f"train.py: Ctrl-C while {_stage}: stopped before training"
+                                                 if os.environ.get('RANK', '0') == '0' else 1)) # rank 0 speaks
 if hasattr(sys.stdout, 'reconfigure'): # a file or a pipe (not a StringIO, in-process); each line as it comes, through
     sys.stdout.reconfigure(line_buffering=True, errors='surrogateescape') # a pipe too; argv's bytes that are not UTF-8
 import json
 import math
 import time
-import signal
 from contextlib import nullcontext
 from dataclasses import asdict, fields
 
@@ -169,6 +172,7 @@ if init_from == 'scratch' and os.path.exists(ckpt_path):
     raise SystemExit(f"train.py: {ckpt_path} exists; continue it with --init_from=resume (or auto), or start over "
                      f"with another --out_dir or after removing it")
 if init_from == 'resume':
+    _stage = f'loading {ckpt_path}'
     if not os.path.exists(ckpt_path):
         raise SystemExit(f"train.py: init_from='resume' but there is no {ckpt_path}")
     checkpoint = read_checkpoint(ckpt_path, 'train.py', "to start over, move it away (or use another --out_dir) and "
@@ -193,6 +197,7 @@ if master_process:
 
 # data: documents as bytes, cut into rows; a row is BOS + a window of up to block_size-1 consecutive bytes of one
 # document (a document of n bytes gives ceil(n/(block_size-1)) rows), the last one padded with a loss mask
+_stage = f'preparing the data in {os.path.join(data_dir, dataset)}'
 error = make_pycode(os.path.join(data_dir, dataset)) if dataset == 'pycode' and master_process else '' # if missing
 if ddp:
     dist.barrier() # every rank, whatever its node holds: rank 0 may be making the data
@@ -248,7 +253,7 @@ def sample_seed(it, micro):
     """ gate sampling is seeded per micro-batch as the rows are, so a resumed or re-sharded run samples alike """
     return seed * 1_000_003 + it * 4099 + micro
 
-# model
+_stage = 'building the model'
 torch.manual_seed(seed) # the same initial weights on every rank
 model = ByteUNet(UNetConfig(**{k: globals()[k] for k in model_keys})) # on resume, the checkpoint's model_args
 if init_from == 'resume':

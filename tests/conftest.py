@@ -7,6 +7,7 @@ needs one skips, saying which (pytest.importorskip where it is used: tiny_encodi
 """
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,16 @@ if ROOT not in sys.path:
 
 import pytest
 import torch
+
+
+SIGINT = signal.getsignal(signal.SIGINT) # pytest's: Ctrl-C stops the tests
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_stays_pytest_s():
+    """ a script run in this process (runpy) sets its own Ctrl-C handler: pytest's is put back after each test """
+    yield
+    signal.signal(signal.SIGINT, SIGINT)
 
 
 @pytest.fixture(autouse=True, scope='session')
@@ -94,3 +105,24 @@ def run_blocked_on_fifo(cmd, fifo, text, **kw):
         break
     out, err = p.communicate(timeout=1800)
     return first, running, out.decode(), err.decode(), p.returncode
+
+
+def ctrl_c_on_fifo(cmd, fifo, **kw):
+    """ run cmd (Popen kwargs kw), which opens the FIFO `fifo` to read it at some point: once it has (a writer can open
+        it then), a Ctrl-C (SIGINT) while it waits for the first byte -> (stdout, stderr, returncode); if cmd ends
+        first, its output as it is """
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    t0, fd = time.monotonic(), None
+    while fd is None and p.poll() is None and time.monotonic() - t0 < 1800: # a hang guard, not a speed check
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK) # fails until cmd opens the FIFO for reading
+        except OSError:
+            time.sleep(0.05)
+    if fd is not None:
+        p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=1800)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return out, err, p.returncode

@@ -192,6 +192,32 @@ def test_a_dataset_is_not_replaced_silently(tmp_path):
     assert r.returncode == 0 and json.loads((tmp_path / 'out' / 'meta.json').read_text())['args']['val_every'] == 2
 
 
+def test_ctrl_c_while_the_files_are_read_leaves_nothing(tmp_path, monkeypatch):
+    """pycode, pydocs, files: a Ctrl-C while they read (here the third file's read raises it): one line, and no .tmp
+    file, no folder; then the same command makes the dataset."""
+    (tmp_path / 'in').mkdir()
+    for i in range(40):
+        (tmp_path / 'in' / f'{i}.txt').write_text(f'document {i} ' * 100)
+    reads, read_bytes = [], Path.read_bytes
+
+    def ctrl_c(path):
+        reads.append(path)
+        if len(reads) == 3:
+            raise KeyboardInterrupt
+        return read_bytes(path)
+    monkeypatch.setattr(Path, 'read_bytes', ctrl_c)
+    args = ['files', f'--path={tmp_path}/in', f'--out_dir={tmp_path}/out']
+    try:
+        prepare.main(args)
+    except BaseException as e:  # (a KeyboardInterrupt let through would stop pytest itself)
+        said = getattr(e, 'code', repr(e))
+    assert said == 'prepare.py: files: interrupted; nothing was written (the same command makes it)'
+    assert not (tmp_path / 'out').exists()
+    monkeypatch.setattr(Path, 'read_bytes', read_bytes)
+    prepare.main(args)
+    assert len(load(tmp_path / 'out', 'val') + load(tmp_path / 'out', 'train')) == 40
+
+
 def test_docstrings():
     src = (b'"""Module doc."""\nx = "a string, not a docstring"\nclass A:\n    """Class doc."""\n'
            b'    def f(self):\n        """Method\n        doc, d\xc3\xa9dented."""\n        return 1\n'

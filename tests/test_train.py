@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, tiny_encoding
+from conftest import ROOT, ctrl_c_on_fifo, tiny_encoding
 from model import UNetConfig, ByteUNet, PRESETS
 from common import bpe_ends
 
@@ -215,6 +215,40 @@ def test_ctrl_c_saves_as_sigterm_does_and_a_second_ctrl_c_exits_at_once(tmp_path
     assert procs[1].returncode == 1 and err2.strip().splitlines() == [
         notice, 'train.py: stopped by a second Ctrl-C in iteration 3, unsaved; no checkpoint was written'], err2[-3000:]
     assert not (tmp_path / 'INT,INT' / 'ckpt.pt').exists()
+
+
+def test_ctrl_c_before_the_loop_is_one_line_naming_what_it_stopped(tmp_path, data_dir):
+    """ before the loop, here while train.py reads the checkpoint it resumes (a FIFO that never gets a byte): one line,
+        exit 1, no traceback (it was a KeyboardInterrupt's), nothing written """
+    ckpt = tmp_path / 'run' / 'ckpt.pt'
+    ckpt.parent.mkdir()
+    os.mkfifo(ckpt)
+    out, err, rc = ctrl_c_on_fifo(train_cmd(ckpt.parent, data_dir, '--init_from=resume'), ckpt, cwd=ROOT,
+                                  env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert rc == 1 and err.splitlines() == [f'train.py: Ctrl-C while loading {ckpt}: stopped before training'], err
+    assert os.listdir(ckpt.parent) == ['ckpt.pt']
+
+
+@pytest.mark.parametrize('to', ['the terminal', 'train.py alone'])
+def test_ctrl_c_while_train_py_makes_pycode_leaves_no_half_dataset(tmp_path, to):
+    """ train.py makes data_dir/pycode itself (prepare.py pycode) when it is not there. A Ctrl-C then, at the terminal
+        (the process group: prepare.py gets it too) or to train.py alone (which passes it on after a second): train.py's
+        one line, and no half-made dataset in data_dir, no .tmp file: none at all, or a whole one """
+    data = tmp_path / 'data'
+    p = subprocess.Popen(train_cmd(tmp_path / 'out', data, dataset='pycode'), cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS='1'),
+                         start_new_session=True) # its own process group, as a terminal's job
+    try:
+        next(line for line in p.stdout if 'is missing: running `python prepare.py pycode' in line)
+        os.killpg(p.pid, signal.SIGINT) if to == 'the terminal' else p.send_signal(signal.SIGINT)
+        err = p.communicate(timeout=600)[1]
+    finally:
+        p.kill()
+    assert p.returncode == 1 and err.splitlines() == [
+        f"train.py: Ctrl-C while preparing the data in {data / 'pycode'}: stopped before training"], err[-3000:]
+    made = sorted(os.listdir(data / 'pycode')) if (data / 'pycode').exists() else []
+    assert made in ([], ['meta.json', 'train.bin', 'train_offsets.npy', 'val.bin', 'val_offsets.npy']), made
+    assert not (tmp_path / 'out').exists()
 
 
 def test_a_run_owns_its_out_dir_and_a_killed_one_leaves_no_lock_behind(tmp_path, data_dir):
