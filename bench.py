@@ -12,9 +12,12 @@ import os
 import sys
 import json
 import time
+import signal
 import itertools
 import tempfile
 import subprocess
+if __name__ == '__main__': # Ctrl-C: one line, not a traceback (the rows so far are printed)
+    signal.signal(signal.SIGINT, lambda *_: sys.exit("bench.py: interrupted (Ctrl-C)"))
 
 import numpy as np
 import torch

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import sys
 import threading
@@ -28,6 +29,8 @@ import urllib.parse
 import urllib.request
 from contextlib import nullcontext
 from pathlib import Path
+if __name__ == '__main__': # Ctrl-C: one line, not a traceback; the results are written at the end, whole
+    signal.signal(signal.SIGINT, lambda *_: sys.exit("eval.py: interrupted (Ctrl-C); nothing was written"))
 
 import numpy as np
 import torch
@@ -436,6 +439,7 @@ if __name__ == '__main__': # the script; the functions above can be imported by 
     out = dict(command=' '.join([os.path.basename(sys.executable), *sys.argv]), checkpoint=ckpt_path,
                iter_num=checkpoint['iter_num'], gate_seed=seed, gates=gates_note, tasks=results, dataset=path,
                data=meta)
+    signal.signal(signal.SIGINT, signal.SIG_IGN) # the results are in: a Ctrl-C now cannot cut the files short
     with open(os.path.join(out_dir, 'eval.json'), 'w') as f: # this run
         json.dump(out, f, indent=1, default=float)
     with open(os.path.join(out_dir, 'eval.jsonl'), 'a') as f: # and every run, one line each: nothing is lost

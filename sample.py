@@ -9,9 +9,12 @@ Needs only torch and numpy; --compare imports tiktoken (through common.load_bpe:
 import codecs
 import math
 import os
+import signal
 import sys
 from collections import Counter
 from contextlib import nullcontext
+if __name__ == '__main__': # Ctrl-C: one line, not a traceback (sample.py writes no file)
+    signal.signal(signal.SIGINT, lambda *_: sys.exit("sample.py: interrupted (Ctrl-C)"))
 
 import torch
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import runpy
+import signal
 import subprocess
 import sys
 
@@ -166,6 +167,21 @@ def test_bad_input_from_the_shell():
     res = subprocess.run([sys.executable, 'bench.py', '--table=cpu'], cwd=ROOT, capture_output=True, text=True,
                          timeout=HANG)
     assert res.returncode == 1 and res.stderr == must('table', 'cpu') + '\n'
+
+
+def test_ctrl_c_is_one_line():
+    """ a Ctrl-C while a table is timed: one line, not a traceback (the rows so far stay printed) """
+    p = subprocess.Popen([sys.executable, 'bench.py', '--table=generate', '--sizes=tiny', '--block_size=64',
+                          '--gen_bytes=10000000', '--reps=1'], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS='1',
+                                                                    PYTHONUNBUFFERED='1'))
+    try:
+        next(line for line in p.stdout if line.startswith('| size |')) # the table has begun
+        p.send_signal(signal.SIGINT)
+        err = p.communicate(timeout=HANG)[1]
+    finally:
+        p.kill()
+    assert p.returncode == 1 and err.splitlines() == ['bench.py: interrupted (Ctrl-C)'], err[-3000:]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='this machine has CUDA')

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, needs, run_blocked_on_fifo
+from conftest import ROOT, ctrl_c_on_fifo, needs, run_blocked_on_fifo
 from eval import ByteLM, gold_bpb
 from model import BOS, ByteUNet, UNetConfig, next_byte_nll
 
@@ -352,3 +352,17 @@ def test_stdout_reaches_a_pipe_line_by_line(ckpt, tmp_path):
         tmp_path / 'fifo' / 'meta.json', '{"source": "fifo"}', cwd=ROOT, env=OFFLINE)
     assert first.startswith('Overriding: ') and running # printed while eval.py waited on the FIFO
     assert rc == 0 and 'source fifo' in out, err[-3000:]
+
+
+def test_ctrl_c_is_one_line_and_writes_nothing(ckpt, tmp_path):
+    """ a Ctrl-C, here while eval.py reads the data's meta.json (a FIFO): one line, not a traceback, and no eval.json
+        (the results are written at the end, whole) """
+    (tmp_path / 'out').mkdir()
+    shutil.copy(ckpt[0] / 'ckpt.pt', tmp_path / 'out')
+    write_split(tmp_path / 'fifo', 'test', [b'abc def'])
+    os.mkfifo(tmp_path / 'fifo' / 'meta.json')
+    out, err, rc = ctrl_c_on_fifo([sys.executable, 'eval.py', f'--out_dir={tmp_path / "out"}', '--tasks=bpb',
+                                   f'--data_dir={tmp_path}', '--dataset=fifo'], tmp_path / 'fifo' / 'meta.json',
+                                  cwd=ROOT, env=OFFLINE)
+    assert rc == 1 and err.splitlines() == ['eval.py: interrupted (Ctrl-C); nothing was written'], err[-3000:]
+    assert os.listdir(tmp_path / 'out') == ['ckpt.pt']

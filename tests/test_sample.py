@@ -20,7 +20,7 @@ sys.path.insert(0, ROOT)
 from model import BOS, WHITESPACE, ByteUNet, UNetConfig, decode, next_byte_nll  # noqa: E402
 from common import bpe_ends, bpe_gates  # noqa: E402
 from sample import precision_recall, render  # noqa: E402 (sample.py only runs as a script)
-from conftest import run_blocked_on_fifo, tiny_encoding  # noqa: E402 (and the `plugin`, `lean` fixtures)
+from conftest import ctrl_c_on_fifo, run_blocked_on_fifo, tiny_encoding  # noqa: E402 (and `plugin`, `lean`)
 
 TEXT = b"the cat sat on the mat. the dog sat on the log. " * 20
 SEED = 1337  # sample.py's default seed
@@ -393,3 +393,12 @@ def test_stdout_reaches_a_pipe_line_by_line(ckpts, tmp_path):
         env=dict(os.environ, OMP_NUM_THREADS='1'))
     assert first.startswith('Overriding: ') and running  # printed while sample.py waited on the FIFO
     assert rc == 0 and out.split('\n')[3].startswith('the cat'), err  # 3 more configurator lines, then the sample
+
+
+def test_ctrl_c_is_one_line(ckpts, tmp_path):
+    """ a Ctrl-C, here while sample.py waits for its prompt (a FIFO): one line, not a traceback """
+    os.mkfifo(tmp_path / 'prompt')
+    out, err, rc = ctrl_c_on_fifo([sys.executable, 'sample.py', f'--out_dir={ckpts["whitespace"]}',
+                                   f'--start=FILE:{tmp_path / "prompt"}'], tmp_path / 'prompt', cwd=ROOT,
+                                  env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert rc == 1 and err.splitlines() == ['sample.py: interrupted (Ctrl-C)'], err[-3000:]
