@@ -35,6 +35,7 @@ import argparse
 import ast
 import errno
 import gzip
+import hashlib
 import http
 import json
 import os
@@ -157,10 +158,12 @@ def check_folder(path, key, script):
         sys.exit(f'{script}: --{key}={path}: cannot write in {there} ({e.strerror})')
 
 
-def write_meta(a, source, revision, splits):
-    """data/NAME/meta.json: where the data came from and how it was made (eval.py shows it)."""
-    write_json(os.path.join(a.out_dir, 'meta.json'),
-               {'name': a.name, 'source': source, 'revision': revision, 'args': a.args, 'splits': splits})
+def write_meta(a, source, revision, splits, inputs=None):
+    """data/NAME/meta.json: where the data came from and how it was made (eval.py shows it); pycode, pydocs and files
+    also the fingerprint of their input files."""
+    write_json(os.path.join(a.out_dir, 'meta.json'), {'name': a.name, 'source': source, 'revision': revision,
+                                                      'args': a.args, 'splits': splits,
+                                                      **({'inputs': inputs} if inputs else {})})
 
 
 @contextmanager
@@ -501,18 +504,35 @@ def write(out_dir, split, docs, prog):
     return [(bin_path + '.tmp', bin_path), (off_path + '.tmp', off_path)]
 
 
+def local_source(a):
+    """pycode / pydocs / files: the folder their documents are read from, its files' pattern, the names skipped."""
+    if a.name in ('pycode', 'pydocs'):
+        return sysconfig.get_paths()['stdlib'], '**/*.py', PYCODE_SKIP
+    return a.path, a.glob, set()
+
+
+def fingerprint(files):
+    """(relative path, path) of the input files -> their count and a hash of their names, sizes and modification
+    times: cheap, no file is read, and the same command tells from it that they changed since (made_before)."""
+    h = hashlib.sha256()
+    for rel, p in files:
+        st = p.stat()
+        h.update(f'{rel}\0{st.st_size}\0{st.st_mtime_ns}\n'.encode())
+    return {'files': len(files), 'sha256': h.hexdigest()[:16]}
+
+
 def local(a):
     """pycode / pydocs / files: one document per file, val by path hash, the rest train."""
     if a.name == 'files' and not (a.path and os.path.isdir(a.path)):
         sys.exit(f'prepare.py: files needs --path=DIR, a folder that exists (got {a.path!r})')
-    root = sysconfig.get_paths()['stdlib'] if a.name in ('pycode', 'pydocs') else a.path
-    pattern, skip = ('**/*.py', PYCODE_SKIP) if a.name in ('pycode', 'pydocs') else (a.glob, set())
+    root, pattern, skip = local_source(a)
     files = list_files(root, pattern, skip)
     if not files:
         sys.exit(f'prepare.py: no non-empty files match {pattern!r} under {root}')
     if len(files) < 2:  # one file cannot fill both val and train
         sys.exit(f'prepare.py: {a.name}: {root} has 1 non-empty file matching {pattern!r}; val and train need 2 '
                  f'or more: add files, widen --glob, or point --path at a bigger folder')
+    inputs = fingerprint(files)
     prog = progress(a.name, sum(p.stat().st_size for _, p in files) if a.name != 'pydocs' else None)  # or unknown
     made = not os.path.isdir(a.out_dir)
     os.makedirs(a.out_dir, exist_ok=True)
@@ -542,26 +562,38 @@ def local(a):
             os.replace(tmp, final)
         splits = {s: {'docs': int(n.size - 1), 'bytes': int(n[-1])}
                   for s in ('val', 'train') for n in [np.load(os.path.join(a.out_dir, f'{s}_offsets.npy'))]}
-        write_meta(a, os.path.abspath(root), f'python {sys.version.split()[0]}' if a.name != 'files' else None, splits)
+        write_meta(a, os.path.abspath(root), f'python {sys.version.split()[0]}' if a.name != 'files' else None, splits,
+                   inputs)
     for s, n in splits.items():  # after the bar is closed, not inside its line
         print(f'{s}: {n["docs"]:,} docs, {n["bytes"]:,} bytes', flush=True)
 
 
 def made_before(a):
-    """Is a.out_dir a finished dataset already? With this command's arguments: True, there is nothing to do. With
-    others, or of unknown origin: one line, as a model trained on it needs it as it is, unless --restart. A folder
-    without all four files, or an unfinished fineweb/codeparrot run (its manifest says how to resume): False."""
+    """Is a.out_dir a finished dataset already? With this command's arguments: True, there is nothing to do (and when
+    its input files changed since, one line says so: the dataset stays). With others, or of unknown origin: one line,
+    as a model trained on it needs it as it is, unless --restart. A folder without all four files, or an unfinished
+    fineweb/codeparrot run (its manifest says how to resume): False."""
     files = [os.path.join(a.out_dir, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
     if a.restart or not all(map(os.path.exists, files)):
         return False
     try:
-        old = json.load(open(os.path.join(a.out_dir, 'meta.json')))['args']
+        meta = json.load(open(os.path.join(a.out_dir, 'meta.json')))
+        old = meta['args']
         differ = [k for k in MADE_BY['hub' if a.name in HUB else 'local'] if old.get(k) != a.args[k]]
     except (OSError, ValueError, KeyError, TypeError) as e:  # no meta.json, or not prepare.py's
-        old, differ = {}, [f'no readable meta.json ({type(e).__name__})']
+        meta, old, differ = {}, {}, [f'no readable meta.json ({type(e).__name__})']
     if not differ:
-        print(f'prepare.py: {a.out_dir} already holds this {a.name} dataset, made by the same arguments: nothing to do '
-              f'(--restart makes it again)')
+        was, now = meta.get('inputs'), None  # (a dataset made before the fingerprint has none: nothing to compare)
+        if isinstance(was, dict) and a.name not in HUB:
+            root, pattern, skip = local_source(a)
+            now = fingerprint(list_files(root, pattern, skip) if root and os.path.isdir(root) else [])
+        if now and now != was:
+            print(f'prepare.py: {a.out_dir} holds this {a.name} dataset, made by the same arguments from input files '
+                  f'that have changed since ({was.get("files")} files then, {now["files"]} now): kept as it is, '
+                  f'as a model trained on it needs it; --restart makes it again from the files there now')
+        else:
+            print(f'prepare.py: {a.out_dir} already holds this {a.name} dataset, made by the same arguments: nothing '
+                  f'to do (--restart makes it again)')
         return True
     k = differ[0]
     was = k if k not in a.args else old.get(k) if k == 'name' else f'--{k}={old.get(k)}'

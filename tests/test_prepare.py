@@ -192,6 +192,39 @@ def test_a_dataset_is_not_replaced_silently(tmp_path):
     assert r.returncode == 0 and json.loads((tmp_path / 'out' / 'meta.json').read_text())['args']['val_every'] == 2
 
 
+def test_the_same_command_says_when_the_input_files_changed(tmp_path, capsys):
+    """The same command again, after the folder's files changed (an edit, a new file): one line says so and how to
+    make the dataset again, which stays as it was (a model trained on it needs it). A dataset from before meta.json
+    held the fingerprint of its inputs: nothing to do, as before."""
+    (tmp_path / 'in').mkdir()
+    for i in range(6):
+        (tmp_path / 'in' / f'{i}.txt').write_text(f'document {i} ' * (i + 1))
+    args, out = ['files', f'--path={tmp_path}/in', f'--out_dir={tmp_path}/out'], tmp_path / 'out'
+    prepare.main(args)
+    made = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    assert json.loads(made['meta.json'])['inputs']['files'] == 6
+    capsys.readouterr()
+    prepare.main(args)
+    assert 'made by the same arguments: nothing to do' in capsys.readouterr().out
+    (tmp_path / 'in' / '3.txt').write_text('an edited document')
+    prepare.main(args)
+    said = capsys.readouterr().out
+    assert 'from input files that have changed since (6 files then, 6 now)' in said and '--restart' in said, said
+    (tmp_path / 'in' / '6.txt').write_text('a new document')
+    prepare.main(args)
+    assert '(6 files then, 7 now)' in capsys.readouterr().out
+    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == made  # kept as it is
+    meta = json.loads(made['meta.json'])
+    del meta['inputs']  # as prepare.py wrote it before
+    (out / 'meta.json').write_text(json.dumps(meta))
+    prepare.main(args)
+    assert 'nothing to do' in capsys.readouterr().out
+    prepare.main([*args, '--restart'])
+    assert len(load(out, 'val') + load(out, 'train')) == 7
+    prepare.main(args)
+    assert 'nothing to do' in capsys.readouterr().out
+
+
 def test_ctrl_c_while_the_files_are_read_leaves_nothing(tmp_path, monkeypatch):
     """pycode, pydocs, files: a Ctrl-C while they read (here the third file's read raises it): one line, and no .tmp
     file, no folder; then the same command makes the dataset."""
