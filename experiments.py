@@ -1,18 +1,21 @@
 """
-The learning experiments, one command per table. Each table is train.py runs (3 seeds per setting, `jobs` at a time,
-one thread each, stdout to the run's out_dir/train.txt), each measured by train.py's own val: the last val row of its
-log.jsonl (--eval_iters=128: 1024 val rows spread over the split, the same rows for every run, and model.py's
-boundary_metrics). Then mean ± std over the seeds of each setting: a markdown table, assets/<table>.json (every run),
-assets/<table>_table.json (the rows) and assets/<table>.png (val bpb and word_boundary against bytes seen).
+The learning experiments, one command per table, all trained by one runner. A table is train.py runs, settings x
+seeds, `jobs` at a time with one thread each. A run trains in out_root/<table>/<run>/ (its stdout in train.txt) and,
+as it ends, becomes one record, assets/<table>/<run>.json: its train.py arguments, command, bytes, wall time, train.py's
+own last val row (--eval_iters=128: the same 1024 val rows for every run, model.py's boundary_metrics) and val curve.
+A run is done when its record was made by the same arguments, so a clone trains nothing again, and a run cut short
+resumes from its checkpoint (--init_from=auto) while its out_dir is there. Each table is rebuilt from the records
+alone (--tabulate_only=True): mean ± std over seeds, as markdown, assets/<table>_table.json and assets/<table>.png.
+$ python experiments.py --table=ladder     # every method at equal compression on four rungs of compute
+$ python experiments.py --table=ladder --predict=True  # rungs 1-3 fitted: rung 4 predicted, before it may run
 $ python experiments.py --table=levers     # rows per micro-batch, gate_scale, row length, at equal bytes
 $ python experiments.py --table=controls   # prescribed boundaries at the same rate: random, word ends/onsets, BPE
 $ python experiments.py --table=ablations  # the paper's ablations at the setting `ablate` (a lever's name)
 $ python experiments.py --table=english    # learned, random and word ends on English (pydocs: docstrings)
-$ python experiments.py --table=compare    # random, sequential, hnet, nawrot, whitespace, random with its early exit
 $ python experiments.py --table=paper_run --paper_size=18m --device=cuda  # one GPU: random vs sequential, 18M
 $ python experiments.py --figure=True      # assets/segmentation.png: one text cut by the learned gater, BPE, spaces
-Runs already finished are skipped (--retrain=True trains them again); --runs=learned:1,rows32:2 runs a subset;
---tabulate_only=True tabulates what has finished so far. Run dirs: out_root/<table>/<setting>_s<seed>.
+--runs=learned:1,rows32:2 trains a subset of a table (not the ladder: --rungs, --ladder_methods); --retrain=True
+trains finished runs again, from scratch.
 """
 import os
 import re
@@ -27,14 +30,14 @@ import numpy as np
 import torch
 
 # -----------------------------------------------------------------------------
-table = '' # ladder, levers, controls, ablations, english, compare or paper_run
+table = '' # ladder, levers, controls, ablations, english or paper_run
 runs = '' # a subset, 'setting:seed,...' ('' : every setting of the table, every seed)
 seeds = '1,2,3'
-jobs = 2 # train.py processes at once, one thread each
-retrain = False # True: train finished runs again
-tabulate_only = False # True: train nothing, tabulate the runs finished so far
+jobs = 2 # train.py processes at once, one thread each (paper_run: one)
+retrain = False # True: train finished runs again, from scratch
+tabulate_only = False # True: train nothing, tabulate the records in assets/
 out_root = 'out-exp'
-assets = 'assets' # where the JSON and the plots go
+assets = 'assets' # where the records, the tables' JSON and the plots go
 data_dir = 'data' # train.py's; the corpus is data_dir/pycode
 iters = 0 # > 0: every run takes this many steps (a quick check of the machinery), evaluated at the start and end
 eval_iters = 128 # val batches of 8 rows: 1024 val rows
@@ -52,15 +55,17 @@ figure_run = '' # the learned checkpoints of the figure, comma-separated (defaul
 paper_size = '' # paper_run: a paper size ('18m', ...): config/train_<size>_{random,sequential}.py on data_dir/sitepy
 paper_path = '' # paper_run: the folder of .py files sitepy is made from (default: this Python's site-packages)
 paper_flags = '' # paper_run: more train.py flags for both runs, e.g. '--max_iters=2000' to fit a time budget
-rungs = '1,2,3' # ladder: the rungs to train and tabulate
-ladder_methods = '' # ladder: a subset of its methods, e.g. 'learned,random' ('': all, and rung 1's levers)
-rung3_skip = 'hnet,nawrot' # ladder: methods left out of rung 3 (all of the ladder did not fit 2 cores; '': none)
+rungs = '1,2,3,4' # ladder: the rungs to train and tabulate (rung 4 trains once its prediction is written)
+ladder_methods = '' # ladder: a subset of its methods, e.g. 'learned,random' ('': all, and the levers)
+skip = '' # ladder: runs left out, 'r<rung>/<method>,...' (e.g. 'r4/nawrot')
 ladder_seeds = 3 # ladder: seeds 1..n of every method
-learned_seeds = 6 # ladder: seeds 1..n of the learned gater and its levers (their spread is the largest)
+learned_seeds = 6 # ladder: seeds 1..n of the learned gater at rungs 1-3 (its spread is the largest; rung 4: 3)
 ladder_compile = True # ladder: train.py --compile (about 1.3x at D=64 on a CPU once compiled, ~20 s to compile)
-cal_seed = 1 # ladder: the seed of the calibration runs (the last one is that seed's run of the method)
-cal_tol = 0.005 # ladder: a calibration ends once its val rate is within this of 0.2
-cal_tries = 5 # ladder: at most this many calibration runs per method and rung (then the closest is taken)
+cal_seed = 1 # ladder: the seed every calibration target is tried on first
+cal_tol = 0.005 # ladder: a target holds once its mean val rate over seeds 1..ladder_seeds is within this of 0.2
+cal_tries = 5 # ladder: at most this many targets per method and rung (then the closest is taken)
+predict = False # ladder: True writes the prediction of rung 4 from rungs 1-3 (once: it stands as committed)
+boot = 2000 # ladder: bootstrap refits of the prediction's intervals
 exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
 # -----------------------------------------------------------------------------
 HERE = os.path.dirname(os.path.abspath(__file__)) # train.py runs here (it opens configurator.py by a relative path)
@@ -69,8 +74,8 @@ sys.path.insert(0, HERE)
 from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics
 from common import bpe_gates, load_checkpoint
 
-KEYS = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision'] # train.py's val row, model.py's metrics
-TABLES = ('ladder', 'levers', 'controls', 'ablations', 'english', 'compare', 'paper_run')
+VAL_KEYS = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision'] # train.py's val row, model.py's
+TABLES = ('ladder', 'levers', 'controls', 'ablations', 'english', 'paper_run')
 EQUAL = lambda n, every: [f'--max_iters={n}', f'--lr_decay_iters={n}', f'--eval_interval={every}'] # 7 evals
 LEVERS = { # the quick start (train.py's defaults) and one lever moved at a time, at equal bytes (4.9M)
     'learned': [],
@@ -80,11 +85,7 @@ LEVERS = { # the quick start (train.py's defaults) and one lever moved at a time
     'block512': ['--block_size=512', *EQUAL(1200, 200)], # (its val rows are 512 bytes: not the same rows)
 }
 ABLATIONS = {'gamma1': ['--gamma=1.0'], 'no_early_exit': ['--early_exit_reward=False'],
-             'no_consistency': ['--rate_weight=0.0'], 'w1': ['--filter_size=1']}
-COMPARE = {'random': ['config/method_random.py'], 'sequential': None, # None: the quick start, levers' `learned`
-           'hnet': ['config/method_hnet.py'], 'nawrot': ['config/method_nawrot.py'],
-           'whitespace': ['config/method_whitespace.py'],
-           'random_early': ['config/method_random.py', '--early_weight=0.1']} # its early exit trained, as sequential's
+             'no_rate_loss': ['--rate_weight=0.0'], 'w1': ['--filter_size=1']}
 
 # values the configurator cannot judge by their type: one line each, before any work starts
 if table not in ('',) + TABLES or not (table or figure or vocab):
@@ -97,20 +98,22 @@ if ablate not in LEVERS:
 if not re.fullmatch(r'\d+(,\d+)*', seeds):
     raise SystemExit(f"experiments.py: --seeds={seeds}: use whole numbers separated by commas, e.g. --seeds=1,2,3")
 for k in ('jobs', 'eval_iters', 'rate_rows', 'bpe_max_merges', 'ladder_seeds', 'learned_seeds', 'cal_tries',
-          'cal_seed'):
+          'cal_seed', 'boot'):
     if globals()[k] <= 0:
         raise SystemExit(f"experiments.py: --{k}={globals()[k]} must be positive")
 if iters < 0 or not 0 < bpe_rate < 1:
     raise SystemExit(f"experiments.py: --iters={iters} must be >= 0 and --bpe_rate={bpe_rate} in (0, 1)")
-if not re.fullmatch(r'[123](,[123])*', rungs) or not 0 < cal_tol < 0.1:
-    raise SystemExit(f"experiments.py: --rungs={rungs} must name rungs of 1,2,3 (e.g. --rungs=1,2) and --cal_tol="
+if not re.fullmatch(r'[1-4](,[1-4])*', rungs) or not 0 < cal_tol < 0.1:
+    raise SystemExit(f"experiments.py: --rungs={rungs} must name rungs of 1,2,3,4 (e.g. --rungs=1,2) and --cal_tol="
                      f"{cal_tol} be in (0, 0.1)")
+if not re.fullmatch(r'(r[1-4]/\w+(,r[1-4]/\w+)*)?', skip):
+    raise SystemExit(f"experiments.py: --skip={skip}: name runs as r<rung>/<method>, e.g. --skip=r4/nawrot")
 if table == 'paper_run' and not os.path.exists(os.path.join(HERE, f'config/train_{paper_size}_random.py')):
     raise SystemExit(f"experiments.py: --paper_size={paper_size!r}: there is no config/train_{paper_size}_random.py")
 corpus = os.path.join(data_dir, 'pycode')
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)) # killed: the trainings this process started stop too
-signal.signal(signal.SIGINT, lambda *_: sys.exit("experiments.py: interrupted; the runs save as they stop (rerun the "
-                                                 "same command: the ladder's resume, another table's start over)"))
+signal.signal(signal.SIGINT, lambda *_: sys.exit("experiments.py: interrupted; the runs saved as they stopped (the "
+                                                 "same command resumes them)"))
 
 def rel(path):
     """ a path as train.py (run in HERE) reads it: relative to HERE when inside it, else absolute """
@@ -222,29 +225,47 @@ def prescribed():
     return res
 
 # -----------------------------------------------------------------------------
-# the runs of a table: settings, commands, training, tabulating
+# the runner: every table's runs, each a train.py command whose record lands in assets/ as it ends
 
-def settings(name):
-    """ table -> {setting: (train.py arguments on top of its defaults, the table whose folder holds its runs)} """
-    if name == 'levers':
-        return {k: (v, 'levers') for k, v in LEVERS.items()}
-    if name == 'controls':
-        p = prescribed()
-        return {'learned': ([], 'levers'), 'random': (['--gater=uniform'], 'controls'),
-                'word_ends': (['--gater=word_ends', f"--word_rate={p['word_ends']:.4f}"], 'controls'),
-                'word_onsets': (['--gater=word_onsets', f"--word_rate={p['word_onsets']:.4f}"], 'controls'),
-                'bpe': (['--prescribe=bpe', f"--bpe_encoding={rel(p['bpe']['path'])}", '--gater=uniform'], 'controls')}
-    # (bpe: a gater without parameters, as config/method_bpe.py: a policy loss on prescribed gates would still train x)
-    if name == 'english': # the quick start on English prose: does the gater find word edges more often there?
-        rate = rule_rate('word_ends', *split_rows('train', 256, rate_rows, os.path.join(data_dir, 'pydocs')))
-        d = ['--dataset=pydocs']
-        return {'learned': (d, 'english'), 'random': (d + ['--gater=uniform'], 'english'),
-                'word_ends': (d + ['--gater=word_ends', f'--word_rate={rate:.4f}'], 'english')}
-    if name == 'ablations': # the chosen setting itself (levers' runs), then each ablation on top of it
-        pre = '' if ablate == 'learned' else f'{ablate}_'
-        return {ablate: (LEVERS[ablate], 'levers'),
-                **{pre + k: (LEVERS[ablate] + v, 'ablations') for k, v in ABLATIONS.items()}}
-    return {k: (v, 'compare') if v is not None else ([], 'levers') for k, v in COMPARE.items()}
+def make_run(home, name, args, **meta):
+    """ a run: its name, train.py argv (args: everything but --out_dir, which is what makes the run what it is), out_dir
+        out_root/<home>/<name>, its record assets/<home>/<name>.json, and the fields its record names it by (meta) """
+    out_dir = os.path.join(out_root, home, name)
+    cmd = args + [f'--out_dir={rel(out_dir)}']
+    return dict(name=name, meta=meta, args=args, cmd=cmd, command='python ' + ' '.join(cmd), out_dir=out_dir,
+                asset=os.path.join(assets, home, f'{name}.json'))
+
+def same_run(a, b):
+    """ two train.py argvs train the same run: equal but for --init_from (a resume trains the run it resumes) """
+    drop = lambda args: [x for x in args if not x.startswith('--init_from=')]
+    return drop(a) == drop(b)
+
+def result(run):
+    """ the run's record in assets/ if the same train.py arguments made it, else None """
+    if os.path.exists(run['asset']):
+        res = json.load(open(run['asset']))
+        if same_run(res['args'], run['args']):
+            return res
+
+def state(run):
+    """ 'done' (its record is in assets/), 'busy' (a live process is training it) or 'todo' """
+    if result(run):
+        return 'done'
+    info = os.path.join(run['out_dir'], 'run.json')
+    info = json.load(open(info)) if os.path.exists(info) else {}
+    if info.get('pid') and 'returncode' not in info:
+        try:
+            os.kill(info['pid'], 0)
+            return 'busy'
+        except OSError:
+            pass # it died without a word: train it again
+    return 'todo'
+
+def read_log(out_dir, split='val'):
+    path = os.path.join(out_dir, 'log.jsonl')
+    if not os.path.exists(path):
+        return []
+    return [r for r in (json.loads(line) for line in open(path) if line.endswith('\n')) if r['split'] == split]
 
 def max_iters_of(cmd):
     """ the last step of a train.py command: train.py's default, then its config files, then its flags """
@@ -257,123 +278,166 @@ def max_iters_of(cmd):
             n = int(found[-1]) if found else n
     return n
 
-def read_log(out_dir):
-    path = os.path.join(out_dir, 'log.jsonl')
-    if not os.path.exists(path):
-        return []
-    return [r for r in (json.loads(line) for line in open(path) if line.endswith('\n')) if r['split'] == 'val']
+def finish(run, wall):
+    """ the record of a finished run, from its log.jsonl: written to assets/ at once (atomically) """
+    val, speed = read_log(run['out_dir']), [r['bytes_per_sec'] for r in read_log(run['out_dir'], 'train')]
+    res = dict(name=run['name'], **run['meta'], args=run['args'], command=run['command'], bytes=val[-1]['bytes'],
+               wall_s=wall, bytes_per_sec=sorted(speed)[len(speed) // 2] if speed else None, val=val[-1],
+               curve=[{k: r.get(k) for k in ['iter', 'bytes'] + VAL_KEYS} for r in val])
+    os.makedirs(os.path.dirname(run['asset']), exist_ok=True)
+    with open(run['asset'] + '.tmp', 'w') as f:
+        json.dump(res, f, indent=1)
+    os.replace(run['asset'] + '.tmp', run['asset'])
+    return res
 
-def state(run):
-    """ 'done' (the command's last val row is in its log), 'busy' (another process is training it now) or 'todo' """
-    info = os.path.join(run['out_dir'], 'run.json')
-    info = json.load(open(info)) if os.path.exists(info) else {}
-    if info.get('command') == run['command']: # (a run of another command in its folder is trained again)
-        val = read_log(run['out_dir'])
-        if val and val[-1]['iter'] == max_iters_of(run['cmd']):
-            return 'done'
-    if info.get('pid') and 'returncode' not in info:
-        try:
-            os.kill(info['pid'], 0)
-            return 'busy'
-        except OSError:
-            pass # it died without a word: train it again
-    return 'todo'
-
-def table_runs(name):
-    """ the runs of a table (or of --runs), each a dict: setting, seed, cmd (train.py argv), command, out_dir """
-    spec = settings(name)
-    picked = [r.split(':') for r in runs.split(',')] if runs else [[s, k] for s in spec for k in seeds.split(',')]
-    out = []
-    for r in picked:
-        if len(r) != 2 or r[0] not in spec or not r[1].isdigit():
-            raise SystemExit(f"experiments.py: --runs: '{':'.join(r)}' is not setting:seed with a setting of {name} "
-                             f"({', '.join(spec)}) and a whole seed")
-        args, home = spec[r[0]]
-        out_dir = os.path.join(out_root, home, f'{r[0]}_s{r[1]}')
-        cfgs, flags = [a for a in args if not a.startswith('--')], [a for a in args if a.startswith('--')]
-        extra = ([f'--data_dir={rel(data_dir)}'] if data_dir != 'data' else []) + \
-            ([f'--device={device}'] if device else []) + (EQUAL(iters, iters) if iters else [])
-        cmd = ['train.py', *cfgs, f'--eval_iters={eval_iters}', '--eval_interval=400', *flags, *extra,
-               f'--seed={r[1]}', f'--out_dir={rel(out_dir)}']
-        out.append(dict(setting=r[0], seed=int(r[1]), cmd=cmd, command='python ' + ' '.join(cmd), out_dir=out_dir))
-    return out
-
-def train(todo):
-    """ train the runs, `jobs` at a time, one thread each; a run another process is training is waited for.
-        -> the runs that failed """
-    running, waiting, failed = {}, [], []
+def train(plan):
+    """ train the runs that plan() names and assets/ lacks, `jobs` at a time, one thread each, asking plan() again as
+        each ends (a calibration run's result names the next one); a run with a checkpoint of the same arguments
+        resumes from it -> (failed, stopped): the names of the runs that failed, and of those stopped from outside """
+    running, failed, stopped, ended = {}, set(), set(), set()
+    first = plan()
+    done = sum(state(r) == 'done' for r in first) # (the ladder's calibrations name more runs as they end)
+    print(f"{table}: {len(first)} runs, {done} finished already, {len(first) - done} to train ({jobs} at a time)",
+          flush=True)
+    def write_info(run, **info):
+        with open(os.path.join(run['out_dir'], 'run.json'), 'w') as f:
+            json.dump(dict(args=run['args'], **info), f)
     def launch(run):
-        shutil.rmtree(run['out_dir'], ignore_errors=True) # train.py will not start a fresh run over an old ckpt.pt
-        os.makedirs(run['out_dir'])
-        print(f"$ {run['command']} > {run['out_dir']}/train.txt", flush=True)
-        log = open(os.path.join(run['out_dir'], 'train.txt'), 'w')
+        info = os.path.join(run['out_dir'], 'run.json')
+        old = json.load(open(info)) if os.path.exists(info) else {}
+        if retrain or not same_run(old.get('args', []), run['args']): # another command's folder: start over
+            shutil.rmtree(run['out_dir'], ignore_errors=True)
+        os.makedirs(run['out_dir'], exist_ok=True)
+        resume = os.path.exists(os.path.join(run['out_dir'], 'ckpt.pt'))
+        print(f"$ {run['command']} >> {run['out_dir']}/train.txt" + (' (resumes)' if resume else ''), flush=True)
+        log = open(os.path.join(run['out_dir'], 'train.txt'), 'a')
         p = subprocess.Popen([sys.executable, *run['cmd']], cwd=HERE, stdout=log, stderr=subprocess.STDOUT,
                              env={**os.environ, 'OMP_NUM_THREADS': '1'})
-        with open(os.path.join(run['out_dir'], 'run.json'), 'w') as f:
-            json.dump(dict(command=run['command'], pid=p.pid), f)
+        write_info(run, pid=p.pid, wall_before=old.get('wall_before', 0) if resume else 0)
         running[p] = (run, time.time(), log)
+    def wall_of(run, t0): # the run's seconds over all its resumes
+        return json.load(open(os.path.join(run['out_dir'], 'run.json'))).get('wall_before', 0) + round(time.time() - t0)
     try:
-        while todo or running or waiting:
+        while True:
+            busy = {r['name'] for r, _, _ in running.values()} | failed | stopped | ended
+            again = ('todo', 'done') if retrain else ('todo',)
+            todo = [r for r in plan() if r['name'] not in busy and state(r) in again]
             while todo and len(running) < jobs:
-                run = todo.pop(0)
-                if state(run) == 'busy': # (even with retrain: two trainings must not share a folder)
-                    print(f"{run['out_dir']} is being trained by another process: waiting for it", flush=True)
-                    waiting.append(run)
-                else:
-                    launch(run)
+                launch(todo.pop(0))
+            if not running:
+                break
             time.sleep(2)
-            waiting = [r for r in waiting if state(r) == 'busy']
             for p in [p for p in running if p.poll() is not None]:
                 run, t0, log = running.pop(p)
                 log.close()
-                with open(os.path.join(run['out_dir'], 'run.json'), 'w') as f:
-                    json.dump(dict(command=run['command'], returncode=p.returncode, wall_s=round(time.time() - t0)), f)
+                wall = wall_of(run, t0)
+                write_info(run, returncode=p.returncode, wall_before=wall)
+                ended.add(run['name'])
                 if p.returncode:
-                    failed.append(run)
+                    failed.add(run['name'])
                     tail = open(os.path.join(run['out_dir'], 'train.txt')).read().strip().splitlines()[-1:] or ['']
-                    print(f"experiments.py: {run['setting']}:{run['seed']} failed (exit {p.returncode}): {tail[0]}",
-                          flush=True)
+                    print(f"experiments.py: {run['name']} failed (exit {p.returncode}): {tail[0]}", flush=True)
+                elif read_log(run['out_dir'])[-1:] and read_log(run['out_dir'])[-1]['iter'] != max_iters_of(run['cmd']):
+                    stopped.add(run['name']) # stopped from outside (SIGTERM saves and exits 0): resumed next time
+                    print(f"experiments.py: {run['name']} stopped before its last step; it resumes when rerun")
                 else:
-                    val = read_log(run['out_dir'])[-1]
-                    print(f"{run['setting']}:{run['seed']} done in {time.time() - t0:.0f} s: val " +
-                          ', '.join(f"{k} {val[k]:.4f}" for k in KEYS), flush=True)
-    finally: # interrupted: the trainings this process started stop with it
+                    val = finish(run, wall)['val']
+                    print(f"{run['name']} done in {wall} s: val " + ', '.join(f"{k} {val[k]:.4f}" for k in VAL_KEYS),
+                          flush=True)
+    finally: # interrupted: the trainings stop with it (train.py saves a checkpoint on SIGTERM), their time kept
         for p in running:
             p.terminate()
-    return failed
+        for p, (run, t0, log) in running.items():
+            p.wait()
+            write_info(run, returncode=p.returncode, wall_before=wall_of(run, t0))
+    return failed, stopped
 
-def tabulate(name, table_runs):
-    """ mean ± std over the seeds of each setting, from the finished runs: printed, and written to the JSON files and
-        the plot """
-    results = []
-    for run in table_runs:
-        if state(run) != 'done':
-            continue
-        val = read_log(run['out_dir'])
-        wall = json.load(open(os.path.join(run['out_dir'], 'run.json'))).get('wall_s')
-        results.append(dict(setting=run['setting'], seed=run['seed'], command=run['command'],
-                            out_dir=rel(run['out_dir']), bytes=val[-1]['bytes'], wall_s=wall, val=val[-1],
-                            curve=[{k: r.get(k) for k in ['iter', 'bytes'] + KEYS} for r in val]))
+def mean_std(rows, per_seed):
+    """ mean and std (over seeds, ddof 1; None for one seed) of each val key into rows """
+    for k in VAL_KEYS:
+        v = per_seed[k]
+        rows[k], rows[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
+    return rows
+
+# -----------------------------------------------------------------------------
+# the tables of settings: levers, controls, ablations, english, compare, paper_run
+
+def homes(name):
+    """ table -> {setting: the table whose folder holds its runs} (levers' learned gater serves the controls; the
+        ablations train their own, on the machine of the ablations: a seed's basin can differ between CPUs) """
+    if name == 'controls':
+        return {'learned': 'levers', **{k: 'controls' for k in ('random', 'word_ends', 'word_onsets', 'bpe')}}
+    if name == 'ablations':
+        return {ablate: name, **{('' if ablate == 'learned' else f'{ablate}_') + k: name for k in ABLATIONS}}
+    if name == 'paper_run':
+        return {f'{paper_size}_{m}': 'paper_run' for m in ('random', 'sequential')}
+    return {k: name for k in (LEVERS if name == 'levers' else ('learned', 'random', 'word_ends'))}
+
+def settings(name):
+    """ table -> {setting: train.py arguments on top of its defaults} (the controls' and english's measure a corpus) """
+    if name == 'levers':
+        return LEVERS
+    if name == 'controls':
+        p = prescribed()
+        return {'learned': [], 'random': ['--gater=uniform'],
+                'word_ends': ['--gater=word_ends', f"--word_rate={p['word_ends']:.4f}"],
+                'word_onsets': ['--gater=word_onsets', f"--word_rate={p['word_onsets']:.4f}"],
+                'bpe': ['--prescribe=bpe', f"--bpe_encoding={rel(p['bpe']['path'])}", '--gater=uniform']}
+    # (bpe: a gater without parameters, as config/method_bpe.py: a policy loss on prescribed gates would still train x)
+    if name == 'english': # the quick start on English prose: does the gater find word edges more often there?
+        rate = rule_rate('word_ends', *split_rows('train', 256, rate_rows, os.path.join(data_dir, 'pydocs')))
+        d = ['--dataset=pydocs']
+        return {'learned': d, 'random': d + ['--gater=uniform'], 'word_ends': d + ['--gater=word_ends',
+                                                                                     f'--word_rate={rate:.4f}']}
+    if name == 'ablations': # the chosen setting itself (levers' runs), then each ablation on top of it
+        return dict(zip(homes(name), [LEVERS[ablate], *(LEVERS[ablate] + v for v in ABLATIONS.values())]))
+    return {s: [f'config/train_{s}.py', '--dataset=sitepy', *paper_flags.split()] for s in homes(name)} # paper_run
+
+def picked(name):
+    """ the (setting, seed) pairs of a table, or of --runs """
+    home = homes(name)
+    out = [r.split(':') for r in runs.split(',')] if runs else [[s, k] for s in home for k in seeds.split(',')]
+    for r in out:
+        if len(r) != 2 or r[0] not in home or not r[1].isdigit():
+            raise SystemExit(f"experiments.py: --runs: '{':'.join(r)}' is not setting:seed with a setting of {name} "
+                             f"({', '.join(home)}) and a whole seed")
+    return [(s, int(k)) for s, k in out]
+
+def table_plan(name):
+    """ the runs of a table (or of --runs), each a train.py command on top of its defaults """
+    home, spec, out = homes(name), settings(name), []
+    evals = [] if name == 'paper_run' else [f'--eval_iters={eval_iters}', '--eval_interval=400']
+    for setting, seed in picked(name):
+        cfgs = [a for a in spec[setting] if not a.startswith('--')]
+        flags = [a for a in spec[setting] if a.startswith('--')]
+        extra = ([f'--data_dir={rel(data_dir)}'] if data_dir != 'data' else []) + \
+            ([f'--device={device}'] if device else []) + (EQUAL(iters, iters) if iters else [])
+        args = ['train.py', *cfgs, *evals, *flags, *extra, f'--seed={seed}', '--init_from=auto']
+        out.append(make_run(home[setting], f'{setting}_s{seed}', args, setting=setting, seed=seed))
+    return out
+
+def tabulate(name):
+    """ mean ± std over the seeds of each setting, from the records in assets/ alone: printed, and written to
+        assets/<name>_table.json and assets/<name>.png (val bpb and word-edge recall against bytes seen) """
+    home, pairs = homes(name), picked(name)
+    paths = [os.path.join(assets, home[s], f'{s}_s{k}.json') for s, k in pairs]
+    recs = [json.load(open(p)) for p in paths if os.path.exists(p)]
     groups = {}
-    for r in results:
+    for r in recs:
         groups.setdefault(r['setting'], []).append(r)
     rows = []
-    print(f"\n$ {command}\n{len(results)} of {len(table_runs)} runs finished; train.py's last val row, mean ± std "
-          f"over seeds\n| setting | seeds | MB seen | " + ' | '.join(KEYS) + ' |\n|---|---|---|' + '---|' * len(KEYS))
+    print(f"\n$ {command}\n{len(recs)} of {len(pairs)} runs finished; train.py's last val row, mean ± std over seeds\n"
+          f"| setting | seeds | MB seen | bytes/s | " + ' | '.join(VAL_KEYS) + ' |\n|---|---|---|---|' +
+          '---|' * len(VAL_KEYS))
     for setting, rs in groups.items():
-        row = dict(setting=setting, seeds=[r['seed'] for r in rs], bytes=rs[0]['bytes'], command=rs[0]['command'])
-        for k in KEYS:
-            v = [r['val'][k] for r in rs]
-            row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
+        row = mean_std(dict(setting=setting, seeds=[r['seed'] for r in rs], bytes=rs[0]['bytes'],
+                            command=rs[0]['command'], bytes_per_sec=rs[0].get('bytes_per_sec')),
+                       {k: [r['val'][k] for r in rs] for k in VAL_KEYS})
         rows.append(row)
         cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
-        print(f"| {setting} | {len(rs)} | {row['bytes'] / 1e6:.1f} | " + ' | '.join(cell(k) for k in KEYS) + ' |')
+        print(f"| {setting} | {len(rs)} | {row['bytes'] / 1e6:.1f} | {row['bytes_per_sec'] or 0:,.0f} | " +
+              ' | '.join(cell(k) for k in VAL_KEYS) + ' |')
     os.makedirs(assets, exist_ok=True)
-    path = os.path.join(assets, f'{name}.json')
-    old = json.load(open(path)) if os.path.exists(path) else {}
-    with open(path, 'w') as f: # (controls keeps its cached prescribed rates)
-        json.dump({**{k: v for k, v in old.items() if k == 'prescribed'}, 'command': command, 'runs': results}, f,
-                  indent=1)
     with open(os.path.join(assets, f'{name}_table.json'), 'w') as f:
         json.dump(dict(command=command, rows=rows), f, indent=1)
     import matplotlib
@@ -393,19 +457,19 @@ def tabulate(name, table_runs):
     fig.suptitle(command, fontsize=9)
     plt.savefig(os.path.join(assets, f'{name}.png'), dpi=120, bbox_inches='tight')
     plt.close(fig)
-    print(f"wrote {path}, {os.path.join(assets, name + '_table.json')} and {os.path.join(assets, name + '.png')}")
-    return results
+    print(f"wrote {os.path.join(assets, name + '_table.json')} and {os.path.join(assets, name + '.png')}")
+    return rows
 
 # -----------------------------------------------------------------------------
-# the compute ladder: every method at equal compression (val rate 0.2 ± 0.01) on three rungs of compute. Each
-# finished run is kept as assets/ladder/r<rung>/<run>.json (committed: a clone never trains it again); a run cut short
-# resumes from its checkpoint (--init_from=auto) when its out_dir is still there
+# the compute ladder: every method at equal compression (val rate 0.2 ± 0.01) on four rungs of compute. Rungs 1-3 are
+# fitted, and rung 4 predicted (PREDICTION, in assets/) before rung 4 may train
 
 LADDER_RATE, LADDER_TOL = 0.2, 0.01 # every method's val rate at the end of its runs: 0.2 ± 0.01
-RUNGS = { # rung -> train.py arguments on top of the quick start's (D=64, 8 rows of 256 bytes per step)
+RUNGS = { # rung -> train.py arguments on top of the quick start's (D=64, 8 rows of 256 bytes per step, lr 3e-3)
     1: EQUAL(2400, 400),                                   # the quick start: 4.9M bytes
     2: EQUAL(9600, 1600),                                  # 4x the bytes (19.7M of the 30M train bytes)
-    3: ['--n_embd=128', '--n_head=4', *EQUAL(9600, 1600)], # 4x the bytes and ~4x the FLOPs per byte: ~16x rung 1
+    3: ['--n_embd=128', '--n_head=4', *EQUAL(9600, 1600)], # twice as wide: 3.4x rung 2's FLOPs
+    4: ['--n_embd=256', '--n_head=8', *EQUAL(9600, 1600)], # twice as wide again: 3.6x rung 3's (head size 32 at 2-4)
 }
 METHODS = {'learned': [], 'random': ['--gater=uniform'], 'word_ends': ['--gater=word_ends'],
            'hnet': ['config/method_hnet.py', '--rate_weight=0.1'], 'nawrot': ['config/method_nawrot.py']}
@@ -413,19 +477,22 @@ METHODS = {'learned': [], 'random': ['--gater=uniform'], 'word_ends': ['--gater=
 # 0.1637 and 0.1695, and seed 2 ended at 0.210 where seed 1 had 0.195: no target held every seed within 0.01)
 CALIBRATE = {'hnet': 0.18, 'nawrot': 0.284} # first guesses of the rate targets that end at 0.2 at rung 1 (their
 # configs' target 0.2 ends at 0.238 and 0.141): the straight-through gaters' hard rate is not what their loss holds
-GATE_LEVERS = { # the learned gater's levers at rung 1, 6 seeds each: does one make its segmentation reliable?
+GATE_LEVERS = { # the learned gater's levers: does one make its segmentation reliable, or its seeds less spread?
     'warmup400': ['--gate_warmup=400'],      # random boundaries for the first 400 steps (where the basin was set)
     'scale05': ['--gate_scale=0.5'],         # between the quick start's 1 and the 1/4 that found edges late
     'draws4': ['--draws=4', '--batch_size=2'], # each row 4 times, its own draws as baseline: the same rows per step
 }
-LEVER_SEEDS = {'draws4': 3} # stopped at 3 seeds: a quarter of the bytes costs it 0.24 bpb, out of the target's reach
+LEVER_SEEDS = {'warmup400': {1: 6}, 'scale05': {1: 6, 2: 3}, 'draws4': {1: 3}} # lever -> {rung: seeds}; draws4
+# stopped at 3: a quarter of the bytes costs it 0.24 bpb; scale05, the one that moved the edges at rung 1, at rung 2
+LAST = {(4, 'nawrot')} # trained after every other run: Nawrot at rung 4 if the machine's time allows
+PREDICTION = 'ladder_prediction.json' # in assets/: rungs 1-3 fitted, written before rung 4 trains
 
 def rung_args(rung):
-    """ a rung's arguments; with --iters a tiny ladder for tests (iters, 4*iters, 4*iters steps; rung 3 at D=32) """
+    """ a rung's arguments; with --iters a tiny ladder for tests (iters, then 4*iters steps; rungs 3, 4 at D=32, 64) """
     if not iters:
         return RUNGS[rung]
     n = iters * (1 if rung == 1 else 4)
-    return [*EQUAL(n, n), *(['--n_embd=32', '--n_head=2'] if rung == 3 else [])]
+    return [*EQUAL(n, n), *{3: ['--n_embd=32', '--n_head=2'], 4: ['--n_embd=64', '--n_head=2']}.get(rung, [])]
 
 _word_rate = {}
 def method_args(method):
@@ -436,7 +503,7 @@ def method_args(method):
     return METHODS[method] + ([f"--word_rate={_word_rate['r']:.4f}"] if method == 'word_ends' else [])
 
 def ladder_run(rung, method, seed, target=None):
-    """ one run of the ladder: its name, train.py argv (args: everything but out_dir), asset file and out_dir """
+    """ one run of the ladder, r<rung>/<method>[_t<target>]_s<seed> """
     name = f'{method}_t{target:.4f}' if target is not None else method
     cfgs = [a for a in method_args(method) if not a.startswith('--')]
     flags = [a for a in method_args(method) if a.startswith('--')]
@@ -444,18 +511,13 @@ def ladder_run(rung, method, seed, target=None):
             *([f'--rate={target:.4f}'] if target is not None else []), '--threads=1', f'--compile={ladder_compile}',
             '--init_from=auto', *([f'--data_dir={rel(data_dir)}'] if data_dir != 'data' else []),
             *([f'--device={device}'] if device else []), f'--seed={seed}']
-    out_dir = os.path.join(out_root, 'ladder', f'r{rung}', f'{name}_s{seed}')
-    cmd = args + [f'--out_dir={rel(out_dir)}']
-    return dict(rung=rung, method=method, seed=seed, target=target, name=f'r{rung}/{name}_s{seed}', args=args,
-                cmd=cmd, command='python ' + ' '.join(cmd), out_dir=out_dir,
-                asset=os.path.join(assets, 'ladder', f'r{rung}', f'{name}_s{seed}.json'))
+    return make_run('ladder', f'r{rung}/{name}_s{seed}', args, rung=rung, method=method, seed=seed, target=target)
 
-def ladder_result(run):
-    """ the finished run's record in assets/ if it was made by the same train.py arguments, else None """
-    if os.path.exists(run['asset']):
-        res = json.load(open(run['asset']))
-        if res['args'] == run['args']:
-            return res
+def n_seeds(rung, method):
+    """ the seeds a method runs at a rung """
+    if method in GATE_LEVERS:
+        return LEVER_SEEDS[method].get(rung, 0)
+    return learned_seeds if method == 'learned' and rung <= 3 else ladder_seeds
 
 def next_target(tried):
     """ the calibration's next rate target from the (target, val rate) pairs so far: a ratio step after the first
@@ -464,11 +526,16 @@ def next_target(tried):
     t = t1 * LADDER_RATE / v1 if t0 is None or v1 == v0 else t1 + (LADDER_RATE - v1) * (t1 - t0) / (v1 - v0)
     return round(min(max(t, t1 / 2, 0.01), t1 * 2, 0.9), 4)
 
+def cal_seeds():
+    """ the seeds a calibration target runs on: cal_seed first, then the others of 1..ladder_seeds """
+    return [cal_seed] + [s for s in range(1, ladder_seeds + 1) if s != cal_seed]
+
 def calibration(rung, method):
-    """ the rate target of a calibrated method at a rung: seed cal_seed's runs, from the rung below's target (or
-        CALIBRATE's guess at rung 1), stepped by next_target until the val rate is within cal_tol of 0.2 (or cal_tries
-        runs: then the closest) -> (target, finished?, [(target, val rate)]), or None while the rung below is not
-        calibrated yet """
+    """ the rate target of a calibrated method at a rung -> (target, finished?, tried: [(target, mean val rate,
+        seeds)]), or None while the rung below is not calibrated. From the rung below's target (CALIBRATE's guess at
+        rung 1), a target is run on cal_seed, and stepped by next_target while that is off 0.2 by more than cal_tol;
+        once it is within, the target runs on seeds 1..ladder_seeds too, and holds if their mean val rate is within
+        cal_tol (a target set on one seed can miss on the others). At most cal_tries targets, then the closest """
     if rung == min(RUNGS):
         t = CALIBRATE[method]
     else:
@@ -476,127 +543,51 @@ def calibration(rung, method):
         if below is None or not below[1]:
             return None
         t = below[0]
-    tried = []
+    tried, every = [], cal_seeds()
     for _ in range(cal_tries):
-        res = ladder_result(ladder_run(rung, method, cal_seed, t))
-        if res is None:
+        res = [result(ladder_run(rung, method, cal_seed, t))]
+        if res[0] is None:
             return t, False, tried
-        tried.append((t, res['val']['rate']))
-        if abs(tried[-1][1] - LADDER_RATE) <= cal_tol:
+        if abs(res[0]['val']['rate'] - LADDER_RATE) <= cal_tol: # within on cal_seed: the other seeds too
+            res += [result(ladder_run(rung, method, s, t)) for s in every[1:]]
+            if None in res:
+                return t, False, tried
+        tried.append((t, float(np.mean([r['val']['rate'] for r in res])), len(res)))
+        if len(res) == len(every) and abs(tried[-1][1] - LADDER_RATE) <= cal_tol:
             return t, True, tried
-        t = next_target(tried)
-        if t in [a for a, _ in tried]: # the rounding gives a target tried already: its neighbour can do no better
+        t = next_target([tv[:2] for tv in tried])
+        if t in [tv[0] for tv in tried]: # the rounding gives a target tried already: its neighbour can do no better
             break
     return min(tried, key=lambda tv: abs(tv[1] - LADDER_RATE))[0], True, tried
 
 def ladder_plan():
-    """ every run of the ladder that can be named now, in training order: rung by rung (rung 1's levers after its
-        methods), each rung's calibration runs first, then the seeds round by round; the learned gater's seeds past
-        `ladder_seeds` come after every rung's first ones (a ladder cut short is complete at 3) -> (runs, waiting) """
-    plan, waiting = [], []
+    """ every run of the ladder that can be named now, in training order -> (runs, waiting). Rung by rung, each rung's
+        calibration runs first, then its seeds round by round; then the learned gater's seeds past `ladder_seeds`, then
+        the levers, then rung 4 (once the prediction is written), then LAST """
+    plan, waiting, skipped = [], [], skip.split(',')
     for rung in [int(r) for r in rungs.split(',')]:
-        methods = [m for m in (ladder_methods.split(',') if ladder_methods else METHODS)
-                   if not (rung == 3 and m in rung3_skip.split(','))]
-        levers = list(GATE_LEVERS) if rung == 1 and not ladder_methods else []
+        if rung == 4 and not os.path.exists(os.path.join(assets, PREDICTION)):
+            waiting.append('r4 (after the prediction: python experiments.py --table=ladder --predict=True)')
+            continue
+        methods = [m for m in (ladder_methods.split(',') if ladder_methods else [*METHODS, *GATE_LEVERS])
+                   if f'r{rung}/{m}' not in skipped and n_seeds(rung, m)]
         first, rest = [], []
-        for m in methods + levers:
+        for m in methods:
             target = None
             if m in CALIBRATE:
                 cal = calibration(rung, m)
                 if cal is None or not cal[1]:
                     waiting.append(f'r{rung}/{m}')
-                    first += [ladder_run(rung, m, cal_seed, cal[0])] if cal else []
+                    at = [ladder_run(rung, m, s, cal[0]) for s in cal_seeds()] if cal else []
+                    first += at[:1] if at and result(at[0]) is None else at[1:] # cal_seed's run, then the others
                     continue
                 target = cal[0]
-            n = LEVER_SEEDS.get(m, learned_seeds) if m == 'learned' or m in GATE_LEVERS else ladder_seeds
-            rest += [ladder_run(rung, m, s, target) for s in range(1, n + 1)]
-        rest.sort(key=lambda r: (r['method'] in GATE_LEVERS, r['seed'])) # a round of seeds covers every method first
+            rest += [ladder_run(rung, m, s, target) for s in range(1, n_seeds(rung, m) + 1)]
+        rest.sort(key=lambda r: (r['meta']['method'] in GATE_LEVERS, r['meta']['seed'])) # a round of seeds at a time
         plan += first + rest
-    plan.sort(key=lambda r: r['seed'] > ladder_seeds) # (stable: rung order within each part)
-    return plan, waiting
-
-def ladder_state(run):
-    """ 'done' (its record is in assets/), 'busy' (a live process is training it) or 'todo' """
-    if ladder_result(run):
-        return 'done'
-    info = os.path.join(run['out_dir'], 'run.json')
-    info = json.load(open(info)) if os.path.exists(info) else {}
-    if info.get('pid') and 'returncode' not in info:
-        try:
-            os.kill(info['pid'], 0)
-            return 'busy'
-        except OSError:
-            pass
-    return 'todo'
-
-def ladder_finish(run, wall):
-    """ the record of a finished run, from its log: written to assets/ at once """
-    val = read_log(run['out_dir'])
-    res = dict(name=run['name'], rung=run['rung'], method=run['method'], seed=run['seed'], target=run['target'],
-               args=run['args'], command=run['command'], bytes=val[-1]['bytes'], wall_s=wall, val=val[-1],
-               curve=[{k: r.get(k) for k in ['iter', 'bytes'] + KEYS} for r in val])
-    os.makedirs(os.path.dirname(run['asset']), exist_ok=True)
-    with open(run['asset'] + '.tmp', 'w') as f:
-        json.dump(res, f, indent=1)
-    os.replace(run['asset'] + '.tmp', run['asset'])
-    return res
-
-def ladder_train():
-    """ train the ladder's runs `jobs` at a time, one thread each, planning again as each ends (a calibration run's
-        result names the next one); a run with a checkpoint of the same arguments resumes from it """
-    running, failed, stopped = {}, set(), set()
-    def launch(run):
-        info = os.path.join(run['out_dir'], 'run.json')
-        old = json.load(open(info)) if os.path.exists(info) else {}
-        if old.get('args') != run['args']: # another command's folder: start over
-            shutil.rmtree(run['out_dir'], ignore_errors=True)
-        os.makedirs(run['out_dir'], exist_ok=True)
-        resume = os.path.exists(os.path.join(run['out_dir'], 'ckpt.pt'))
-        print(f"$ {run['command']} >> {run['out_dir']}/train.txt" + (' (resumes)' if resume else ''), flush=True)
-        log = open(os.path.join(run['out_dir'], 'train.txt'), 'a')
-        p = subprocess.Popen([sys.executable, *run['cmd']], cwd=HERE, stdout=log, stderr=subprocess.STDOUT,
-                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
-        with open(info, 'w') as f:
-            json.dump(dict(args=run['args'], pid=p.pid, wall_before=old.get('wall_before', 0) if resume else 0), f)
-        running[p] = (run, time.time(), log)
-    try:
-        while True:
-            plan, waiting = ladder_plan()
-            busy = {r['name'] for r, _, _ in running.values()}
-            todo = [r for r in plan if r['name'] not in busy | failed | stopped and ladder_state(r) == 'todo']
-            while todo and len(running) < jobs:
-                launch(todo.pop(0))
-            if not running:
-                break
-            time.sleep(2)
-            for p in [p for p in running if p.poll() is not None]:
-                run, t0, log = running.pop(p)
-                log.close()
-                info = os.path.join(run['out_dir'], 'run.json')
-                wall = json.load(open(info)).get('wall_before', 0) + round(time.time() - t0)
-                with open(info, 'w') as f:
-                    json.dump(dict(args=run['args'], returncode=p.returncode, wall_before=wall), f)
-                if p.returncode:
-                    failed.add(run['name'])
-                    tail = open(os.path.join(run['out_dir'], 'train.txt')).read().strip().splitlines()[-1:] or ['']
-                    print(f"experiments.py: {run['name']} failed (exit {p.returncode}): {tail[0]}", flush=True)
-                elif read_log(run['out_dir'])[-1:] and read_log(run['out_dir'])[-1]['iter'] != max_iters_of(run['cmd']):
-                    stopped.add(run['name']) # stopped from outside (SIGTERM saves and exits 0): resumed next time
-                    print(f"experiments.py: {run['name']} stopped before its last step; it resumes when rerun")
-                else:
-                    val = ladder_finish(run, wall)['val']
-                    print(f"{run['name']} done in {wall} s: val " + ', '.join(f"{k} {val[k]:.4f}" for k in KEYS),
-                          flush=True)
-    finally: # interrupted: the trainings stop with it (train.py saves a checkpoint on SIGTERM), their time kept
-        for p in running:
-            p.terminate()
-        for p, (run, t0, log) in running.items():
-            p.wait()
-            info = os.path.join(run['out_dir'], 'run.json')
-            wall = json.load(open(info)).get('wall_before', 0) + round(time.time() - t0)
-            with open(info, 'w') as f:
-                json.dump(dict(args=run['args'], returncode=p.returncode, wall_before=wall), f)
-    return failed, stopped
+    order = lambda r: ((r['meta']['rung'], r['meta']['method']) in LAST, r['meta']['rung'] == 4,
+                       r['meta']['method'] in GATE_LEVERS, r['meta']['seed'] > ladder_seeds)
+    return sorted(plan, key=order), waiting # (stable: rung order within each part)
 
 def on_edges(val):
     """ a seed 'on word edges': recall (word_boundary) and precision both above 0.4 (chance: 0.35 and 0.38) """
@@ -609,100 +600,201 @@ def ladder_flops(rung):
                      n_mid=4, n_up=1, window=8, rate=LADDER_RATE) # train.py's defaults, as its quick start
     return ByteUNet(cfg).flops_per_byte(LADDER_RATE)
 
-def ladder_tabulate():
-    """ the ladder's table and figure from the records in assets/ladder alone: each method (each calibrated one at its
-        calibrated target) at each rung, mean ± std over its seeds; the levers of rung 1 beside the learned gater """
+def ladder_rows():
+    """ the ladder's rows from the records in assets/ladder alone: each method (each calibrated one at its target) at
+        each rung, its seeds' val keys, mean ± std, FLOPs and seeds on word edges -> (rows, waiting) """
     plan, waiting = ladder_plan()
-    rows, runs = [], {}
+    rows, recs = [], {}
     for run in plan:
-        res = ladder_result(run)
-        if res and (run['target'] is None or run['target'] == (calibration(run['rung'], run['method']) or [0])[0]):
-            runs.setdefault((run['rung'], run['method']), []).append(res)
-    print(f"\n$ {command}\nthe ladder: every method's val rate at {LADDER_RATE} ± {LADDER_TOL} (equal compression); "
-          f"train.py's last val row, mean ± std over seeds; 'edges': seeds on word edges (recall and precision > 0.4)")
-    print('| rung | method | seeds | MB seen | FLOPs | bpb | rate | word_boundary | boundary_precision | edges |\n'
-          '|---|---|---|---|---|---|---|---|---|---|')
-    for (rung, method), rs in sorted(runs.items(), key=lambda kv: (kv[0][0], list(METHODS).index(kv[0][1])
-                                                                    if kv[0][1] in METHODS else 99)):
-        row = dict(rung=rung, method=method, seeds=[r['seed'] for r in rs], target=rs[0]['target'],
-                   bytes=rs[0]['bytes'], command=rs[0]['command'], # (each draw of a row costs its bytes again)
-                   flops=ladder_flops(rung) * rs[0]['bytes'] * int(dict(a[2:].split('=') for a in rs[0]['args'][1:]
-                                                                        if a.startswith('--')).get('draws', 1)),
-                   edges=sum(on_edges(r['val']) for r in rs), per_seed={k: [r['val'][k] for r in rs] for k in KEYS})
-        for k in KEYS:
-            v = row['per_seed'][k]
-            row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
+        rung, method, target = run['meta']['rung'], run['meta']['method'], run['meta']['target']
+        res = result(run)
+        if res and (target is None or target == (calibration(rung, method) or [0])[0]):
+            recs.setdefault((rung, method), []).append(res)
+    for (rung, method), rs in sorted(recs.items(), key=lambda kv: (kv[0][0], [*METHODS, *GATE_LEVERS].index(kv[0][1]))):
+        draws = int(dict(a[2:].split('=') for a in rs[0]['args'][1:] if a.startswith('--')).get('draws', 1))
+        per_seed = {k: [r['val'][k] for r in rs] for k in VAL_KEYS}
+        row = mean_std(dict(rung=rung, method=method, seeds=[r['seed'] for r in rs], target=rs[0]['target'],
+                            bytes=rs[0]['bytes'], command=rs[0]['command'], # (each draw of a row costs its bytes again)
+                            flops=ladder_flops(rung) * rs[0]['bytes'] * draws,
+                            edges=sum(on_edges(r['val']) for r in rs),
+                            per_seed=per_seed), per_seed)
+        row['bpb_range'] = max(row['per_seed']['bpb']) - min(row['per_seed']['bpb'])
         row['equal_rate'] = all(abs(v - LADDER_RATE) <= LADDER_TOL for v in row['per_seed']['rate'])
-        row['complete'] = len(rs) == (LEVER_SEEDS.get(method, learned_seeds) if method == 'learned' or method in
-                                      GATE_LEVERS else ladder_seeds) # (every planned seed is in)
+        row['complete'] = len(rs) == n_seeds(rung, method) # (every planned seed is in)
         rows.append(row)
-        cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
-        print(f"| {rung} | {method}{'' if row['equal_rate'] else ' (rate off)'} | {len(rs)} | {row['bytes'] / 1e6:.1f}"
-              f" | {row['flops']:.1e} | " + ' | '.join(cell(k) for k in KEYS[:1]) +
-              f" | {row['rate']:.3f} | " + ' | '.join(cell(k) for k in KEYS[3:]) + f" | {row['edges']}/{len(rs)} |")
-    for rung in sorted({r['rung'] for r in rows}): # the target of a reliable learned segmentation, per rung and lever
-        rr = {r['method']: r for r in rows if r['rung'] == rung}
-        if not ('random' in rr and 'word_ends' in rr):
-            continue
-        print(f"\nrung {rung}, the learned gater{' and its levers' if rung == 1 else ''}, per seed; target: on word "
-              f"edges in >= 5 of 6 seeds, every seed below random's best ({min(rr['random']['per_seed']['bpb']):.3f}), "
-              f"the mean at most word ends' ({rr['word_ends']['bpb']:.3f})\n| setting | bpb per seed | mean ± std | "
-              f"recall/precision per seed | edges | below random | <= word ends |\n|---|---|---|---|---|---|---|")
-        for m in [m for m in ['learned', *GATE_LEVERS] if m in rr]:
-            r, ps = rr[m], rr[m]['per_seed']
-            r['goal'] = dict(edges=r['edges'] >= 5 * len(ps['bpb']) / 6,
-                             below_random=max(ps['bpb']) < min(rr['random']['per_seed']['bpb']),
-                             below_word_ends=r['bpb'] <= rr['word_ends']['bpb'])
-            print(f"| {m} | {', '.join(f'{v:.3f}' for v in ps['bpb'])} | {r['bpb']:.3f} ± {r['bpb_std'] or 0:.3f} | "
-                  + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
-                              zip(ps['word_boundary'], ps['boundary_precision']))
-                  + f" | {r['edges']}/{len(ps['bpb'])} | " + ' | '.join('yes' if v else 'no' for v in
-                                                                       list(r['goal'].values())[1:]) + ' |')
+    return rows, waiting
+
+# --- the fit: each method's val bpb against log10 training FLOPs, a straight line through the rung means
+
+def line_fits(x, Y):
+    """ least squares lines through the points (x, Y[i]) of each row of Y -> intercepts, slopes """
+    slope, intercept = np.polyfit(np.asarray(x, float), np.asarray(Y, float).T, 1)
+    return intercept, slope
+
+def ladder_fit(rows, rung4_flops):
+    """ rungs 1-3 of each method fitted as bpb = a + b log10(FLOPs) through the rung means, and the learned gater's gap
+        to each other method (learned minus it: below 0, learned ahead) the same way; each fit's value at rung 4's
+        FLOPs with a 95% interval from `boot` refits, each rung's seeds drawn with replacement (a seeded generator:
+        the same records give the same numbers). A gap's crossing: the FLOPs where its line meets 0 """
+    rng, x4 = np.random.default_rng(0), float(np.log10(rung4_flops))
+    by = {(r['rung'], r['method']): r for r in rows if r['rung'] <= 3 and r['method'] in METHODS}
+    fitted = [m for m in METHODS if all((k, m) in by for k in (1, 2, 3))]
+    x = [float(np.log10(by[k, fitted[0]]['flops'])) for k in (1, 2, 3)]
+    draw = {m: np.stack([rng.choice(by[k, m]['per_seed']['bpb'], (boot, len(by[k, m]['seeds']))).mean(1)
+                         for k in (1, 2, 3)], 1) for m in fitted} # (boot, 3): resampled rung means
+    def fit(means, boots):
+        (a,), (b,) = line_fits(x, [means])
+        ab, bb = line_fits(x, boots)
+        lo, hi = np.percentile(ab + bb * x4, [2.5, 97.5])
+        return dict(intercept=float(a), slope=float(b), at_rung4=float(a + b * x4), lo=float(lo), hi=float(hi),
+                    points=[float(v) for v in means], ahead=float(np.mean(ab + bb * x4 < 0))) # (ahead: of the refits,
+    # the share below 0 at rung 4: for a gap, the learned gater ahead)
+    out = dict(x=x, x4=x4, rung4_flops=rung4_flops, methods={}, gaps={})
+    for m in fitted:
+        out['methods'][m] = fit([by[k, m]['bpb'] for k in (1, 2, 3)], draw[m])
+        out['methods'][m].update(seeds=[len(by[k, m]['seeds']) for k in (1, 2, 3)],
+                                 std=[by[k, m]['bpb_std'] for k in (1, 2, 3)])
+    for m in [m for m in fitted if m != 'learned' and 'learned' in fitted]:
+        gap = fit([by[k, 'learned']['bpb'] - by[k, m]['bpb'] for k in (1, 2, 3)], draw['learned'] - draw[m])
+        zero = -gap['intercept'] / gap['slope'] if abs(gap['slope']) > 1e-9 else np.inf # log10 FLOPs (parallel: none)
+        gap['crossing_flops'] = float(10 ** zero) if 0 < zero < 30 else None
+        out['gaps'][m] = gap
+    return out
+
+def ladder_predict(rows):
+    """ the prediction of rung 4 (PREDICTION, in assets/): the fit of rungs 1-3, written once, before rung 4 trains
+        (committed, it stands: a later --predict refuses to overwrite it) """
+    path = os.path.join(assets, PREDICTION)
+    if os.path.exists(path):
+        raise SystemExit(f"experiments.py: {path} holds the prediction already; it stands as committed (delete it by "
+                         "hand to predict again)")
+    have = {(r['rung'], r['method']): len(r['seeds']) for r in rows}
+    lacking = [f"r{k}/{m} ({have.get((k, m), 0)} of {n_seeds(k, m)} seeds)" for k in (1, 2, 3) for m in
+               (ladder_methods.split(',') if ladder_methods else METHODS) if f'r{k}/{m}' not in skip.split(',')
+               and have.get((k, m), 0) < n_seeds(k, m)]
+    if lacking:
+        raise SystemExit(f"experiments.py: rung 4 is predicted from rungs 1-3 whole; missing: {', '.join(lacking)}")
+    r3 = [r for r in rows if r['rung'] == 3][0]
+    steps = lambda rung: int(dict(a[2:].split('=') for a in rung_args(rung))['max_iters'])
+    fit = ladder_fit(rows, ladder_flops(4) * r3['bytes'] * steps(4) / steps(3))
+    res = dict(command=command, made=time.strftime('%Y-%m-%d %H:%M'), rung4=rung_args(4),
+               fit='val bpb = intercept + slope * log10(training FLOPs), least squares through the means of rungs '
+                   '1-3; gaps: learned minus the method, the same way',
+               interval=f'2.5 and 97.5 percentiles of {boot} refits, each rung\'s seeds drawn with replacement',
+               records=sorted(f"r{r['rung']}/{r['method']}: " + ', '.join(f'{v:.4f}' for v in r['per_seed']['bpb'])
+                              for r in rows if r['rung'] <= 3 and r['method'] in METHODS), **fit)
+    os.makedirs(assets, exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(res, f, indent=1)
+    print(f"\nrung 4 predicted ({res['fit']}; interval: {res['interval']}), at {fit['rung4_flops']:.2e} FLOPs:")
+    for m, f in fit['methods'].items():
+        print(f"  {m}: {f['at_rung4']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] (slope {f['slope']:.3f} per decade)")
+    for m, g in fit['gaps'].items():
+        cross = f"crosses 0 at {g['crossing_flops']:.2e} FLOPs, learned {'ahead' if g['slope'] < 0 else 'behind'} " \
+            "beyond" if g['crossing_flops'] else 'parallel'
+        print(f"  learned - {m}: {g['at_rung4']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}], learned ahead in "
+              f"{g['ahead']:.0%} of refits; the line {cross}")
+    print(f"wrote {path}")
+
+def ladder_tabulate():
+    """ the ladder's table, the learned gater's seeds, the prediction beside rung 4, and the figure, from the records
+        in assets/ alone """
+    rows, waiting = ladder_rows()
+    print(f"\n$ {command}\nthe ladder: every method's val rate at {LADDER_RATE} ± {LADDER_TOL} (equal compression); "
+          f"train.py's last val row, mean ± std and range over seeds; 'edges': seeds on word edges (recall and "
+          f"precision > 0.4)\n| rung | method | seeds | MB seen | FLOPs | bpb | range | rate | word_boundary | "
+          f"boundary_precision | edges |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(row['seeds']) > 1 else f"{row[k]:.3f}"
+        print(f"| {row['rung']} | {row['method']}{'' if row['equal_rate'] else ' (rate off)'} | {len(row['seeds'])} | "
+              f"{row['bytes'] / 1e6:.1f} | {row['flops']:.1e} | {cell('bpb')} | {row['bpb_range']:.3f} | "
+              f"{row['rate']:.3f} | {cell('word_boundary')} | {cell('boundary_precision')} | "
+              f"{row['edges']}/{len(row['seeds'])} |")
+    for rung in sorted({r['rung'] for r in rows}): # word edges: a reported metric, seed by seed
+        for r in [r for r in rows if r['rung'] == rung and (r['method'] == 'learned' or r['method'] in GATE_LEVERS)]:
+            ps = r['per_seed']
+            print(f"rung {rung}, {r['method']} per seed: bpb " + ', '.join(f'{v:.3f}' for v in ps['bpb']) +
+                  '; recall/precision ' + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
+                                                    zip(ps['word_boundary'], ps['boundary_precision'])))
     cal = {f'r{rung}/{m}': dict(zip(('target', 'finished', 'tried'), c)) for rung in map(int, rungs.split(','))
-           for m in CALIBRATE if not (rung == 3 and m in rung3_skip.split(',')) and (c := calibration(rung, m))}
+           for m in CALIBRATE if f'r{rung}/{m}' not in skip.split(',') and (c := calibration(rung, m))}
     for k, c in cal.items():
-        print(f"calibration {k}: " + ', '.join(f"target {t:.4f} -> rate {v:.4f}" for t, v in c['tried'])
+        print(f"calibration {k}: " + ', '.join(f"target {t:.4f} -> rate {v:.4f} ({n} seed{'s' * (n > 1)})"
+                                               for t, v, n in c['tried'])
               + (f"; chosen {c['target']:.4f}" if c['finished'] else ' ...'))
     if waiting:
-        print(f"not calibrated yet: {', '.join(waiting)}")
+        print(f"waiting: {', '.join(waiting)}")
+    pred_path = os.path.join(assets, PREDICTION)
+    pred = json.load(open(pred_path)) if os.path.exists(pred_path) else None
+    held = {}
+    r4 = {r['method']: r for r in rows if r['rung'] == 4}
+    if pred and r4: # the prediction beside what rung 4 measured
+        print(f"\nrung 4, predicted from rungs 1-3 ({pred['made']}) beside measured:\n| | predicted [95%] | measured |"
+              f" held |\n|---|---|---|---|")
+        for m, f in [*pred['methods'].items(), *((f'learned - {m}', g) for m, g in pred['gaps'].items())]:
+            a, b = m.split(' - ') if ' - ' in m else (m, None)
+            if a in r4 and (b is None or b in r4):
+                v = r4[a]['bpb'] - (r4[b]['bpb'] if b else 0)
+                held[m] = dict(measured=v, seeds=len(r4[a]['seeds']), held=f['lo'] <= v <= f['hi'])
+                print(f"| {m} | {f['at_rung4']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] | {v:.3f} | "
+                      f"{'yes' if held[m]['held'] else 'no'} |")
     os.makedirs(assets, exist_ok=True)
     path = os.path.join(assets, 'ladder_table.json')
     with open(path, 'w') as f:
-        json.dump(dict(command=command, rate=LADDER_RATE, tol=LADDER_TOL, rows=rows, calibration=cal), f, indent=1)
+        json.dump(dict(command=command, rate=LADDER_RATE, tol=LADDER_TOL, rows=rows, calibration=cal,
+                       prediction_held=held), f, indent=1)
+    ladder_figure(rows, pred)
+    print(f"wrote {path} and {os.path.join(assets, 'ladder.png')}")
+    return rows
+
+def ladder_figure(rows, pred):
+    """ assets/ladder.png: left, val bpb against FLOPs, each method's mean and seeds' range, the fits of rungs 1-3
+        and their rung-4 prediction beside what rung 4 measured; right, the learned gater's gap to each method """
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    rand = {r['rung']: r['bpb'] for r in rows if r['method'] == 'random'} # the right panel's zero, per rung
-    for i, method in enumerate(METHODS): # (the levers: the table above)
-        rs = [r for r in rows if r['method'] == method and len(r['seeds']) >= ladder_seeds]
-        for a, zero in ((ax, lambda r: 0.0), (ax2, lambda r: rand[r['rung']])):
-            rz = [r for r in rs if a is ax or r['rung'] in rand]
-            if not rz:
-                continue
-            x, y = [r['flops'] for r in rz], [r['bpb'] - zero(r) for r in rz]
-            lo = [min(r['per_seed']['bpb']) - zero(r) for r in rz]
-            hi = [max(r['per_seed']['bpb']) - zero(r) for r in rz]
-            a.plot(x, y, marker='o', label=method, color=f'C{i}') # (one color a method in both panels)
-            a.fill_between(x, lo, hi, color=f'C{i}', alpha=0.15, lw=0) # the seeds' range
-    ticks = {r['rung']: r['flops'] for r in rows if r['method'] in METHODS and len(r['seeds']) >= ladder_seeds}
-    edges = {r['rung']: f"\nlearned: {r['edges']}/{len(r['seeds'])}\non word edges" for r in rows
-             if r['method'] == 'learned' and len(r['seeds']) >= ladder_seeds} # per rung, under its tick
+    color = {m: f'C{i}' for i, m in enumerate(METHODS)} # one color a method in both panels
+    full = [r for r in rows if r['method'] in METHODS and len(r['seeds']) >= ladder_seeds] # (the levers: the table)
+    by = {(r['rung'], r['method']): r for r in full}
+    for m in METHODS:
+        rs = [r for r in full if r['method'] == m]
+        if rs:
+            ax.plot([r['flops'] for r in rs], [r['bpb'] for r in rs], marker='o', color=color[m], label=m, lw=1)
+            ax.fill_between([r['flops'] for r in rs], [min(r['per_seed']['bpb']) for r in rs],
+                            [max(r['per_seed']['bpb']) for r in rs], color=color[m], alpha=0.15, lw=0)
+        rg = [k for k in sorted({r['rung'] for r in full}) if (k, m) in by and (k, 'learned') in by]
+        if m != 'learned' and rg: # the gap, seed ranges from the extremes of both
+            ax2.errorbar([by[k, m]['flops'] for k in rg], [by[k, 'learned']['bpb'] - by[k, m]['bpb'] for k in rg],
+                         yerr=[[by[k, 'learned']['bpb_std'] or 0 for k in rg], [by[k, m]['bpb_std'] or 0 for k in rg]],
+                         marker='o', color=color[m], label=f'learned - {m}', lw=1, capsize=3)
+    if pred: # the fits as committed, from rung 1 to rung 4, and the predicted interval at rung 4
+        xs = np.array([pred['x'][0], pred['x4']])
+        for a, fits, tag in ((ax, pred['methods'], ''), (ax2, pred['gaps'], 'learned - ')):
+            for m, f in fits.items():
+                a.plot(10 ** xs, f['intercept'] + f['slope'] * xs, ls='--', color=color[m], lw=0.8)
+                a.errorbar([10 ** pred['x4'] * 1.12], [f['at_rung4']], yerr=[[f['at_rung4'] - f['lo']],
+                                                                                [f['hi'] - f['at_rung4']]],
+                           marker='D', mfc='none', color=color[m], capsize=3, lw=1)
+        ax.plot([], [], ls='--', marker='D', mfc='none', color='gray', label='fit of rungs 1-3; predicted (95%)')
+    ax2.axhline(0, color='k', lw=0.6)
+    ticks = {r['rung']: r['flops'] for r in full}
+    edges = {r['rung']: f"\nlearned: {r['edges']}/{len(r['seeds'])}\non word edges" for r in full
+             if r['method'] == 'learned'} # per rung, under its tick
     for a in (ax, ax2):
         a.set_xscale('log'), a.set_xlabel('training FLOPs'), a.grid(alpha=0.3), a.margins(x=0.12)
         a.set_xticks(list(ticks.values()), [f"rung {k}\n{v:.1e}" + (edges.get(k, '') if a is ax else '')
                                             for k, v in ticks.items()], fontsize=8)
         a.minorticks_off()
-    ax.set_ylabel('val bits per byte'), ax2.set_ylabel("val bpb minus random's mean at its rung")
+    ax.set_ylabel('val bits per byte'), ax2.set_ylabel('learned minus the method (below 0: learned ahead)')
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    fig.suptitle(f"pycode, every method at val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range over seeds",
-                 fontsize=10)
-    if rows:
-        ax.legend(fontsize=8)
+    fig.suptitle(f"pycode, every method at val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range (left), ± std "
+                 f"(right) over seeds", fontsize=10)
+    for a in (ax, ax2):
+        if full:
+            a.legend(fontsize=7)
     plt.savefig(os.path.join(assets, 'ladder.png'), dpi=120, bbox_inches='tight')
     plt.close(fig)
-    print(f"wrote {path} and {os.path.join(assets, 'ladder.png')}")
-    return rows
 
 # -----------------------------------------------------------------------------
 # the figure: one text, cut by a learned gater, by the BPE of the controls and by whitespace
@@ -783,70 +875,39 @@ def draw_figure():
     print(f"wrote {path} and {path.replace('.png', '.json')}")
 
 # -----------------------------------------------------------------------------
+# the command (tests/test_ladder.py runs the definitions above without it)
 
-if table == 'paper_run': # no download needed: real code and docstrings that any machine with PyTorch installed has
-    import sysconfig
-    src = paper_path or sysconfig.get_paths()['purelib']
-    sitepy = os.path.join(data_dir, 'sitepy')
-    if not os.path.exists(os.path.join(sitepy, 'val_offsets.npy')):
-        print(f"$ python prepare.py files --path={src} --glob='**/*.py' --out_dir={sitepy}", flush=True)
-        subprocess.run([sys.executable, 'prepare.py', 'files', f'--path={src}', '--glob=**/*.py',
-                        f'--out_dir={os.path.abspath(sitepy)}'], cwd=HERE, check=True)
-    res = {}
-    for method in ('random', 'sequential'):
-        out_dir = os.path.join(out_root, 'paper_run', f'{paper_size}_{method}')
-        cmd = ['train.py', f'config/train_{paper_size}_{method}.py', '--dataset=sitepy', f'--data_dir={rel(data_dir)}',
-               *([f'--device={device}'] if device else []), f'--out_dir={rel(out_dir)}', *paper_flags.split()]
-        shutil.rmtree(out_dir, ignore_errors=True)
-        print('$ python', ' '.join(cmd), flush=True)
-        t0 = time.time()
-        if subprocess.run([sys.executable, *cmd], cwd=HERE).returncode:
-            raise SystemExit(f"experiments.py: `python {' '.join(cmd)}` failed")
-        log = [json.loads(line) for line in open(os.path.join(out_dir, 'log.jsonl'))]
-        train_rows = [r for r in log if r['split'] == 'train']
-        res[method] = dict(command='python ' + ' '.join(cmd), wall_s=round(time.time() - t0),
-                           bytes_per_sec=sorted(r['bytes_per_sec'] for r in train_rows)[len(train_rows) // 2],
-                           val=[r for r in log if r['split'] == 'val'])
-    print(f"\n$ {command}\n| bytes seen | method | " + ' | '.join(KEYS) + ' |\n|---|---|' + '---|' * len(KEYS))
-    for rows in zip(*(t['val'] for t in res.values())): # the evals of both runs, side by side
-        for method, r in zip(res, rows):
-            print(f"| {r['bytes']:,} | {method} | " + ' | '.join(f"{r[k]:.4f}" for k in KEYS) + ' |')
-    for method, t in res.items():
-        print(f"{method}: {t['wall_s']} s, {t['bytes_per_sec']:,.0f} bytes/s (median)")
-    path = os.path.join(assets, f'paper_run_{paper_size}.json')
-    os.makedirs(assets, exist_ok=True)
-    with open(path, 'w') as f:
-        json.dump(dict(command=command, runs=res), f, indent=1)
-    print(f"wrote {path}")
-elif table == 'ladder':
+if table == 'ladder':
     unknown = [m for m in ladder_methods.split(',') if ladder_methods and m not in {**METHODS, **GATE_LEVERS}]
-    if unknown:
+    if unknown or runs:
         raise SystemExit(f"experiments.py: --ladder_methods: {', '.join(unknown)} is not a method of the ladder "
-                         f"({', '.join([*METHODS, *GATE_LEVERS])})")
-    failed, stopped = (set(), set()) if tabulate_only else ladder_train()
+                         f"({', '.join([*METHODS, *GATE_LEVERS])})" if unknown else "experiments.py: --runs picks "
+                         "runs of the other tables; the ladder's are picked by --rungs and --ladder_methods")
+    failed, stopped = (set(), set()) if tabulate_only or predict else train(lambda: ladder_plan()[0])
+    if predict:
+        ladder_predict(ladder_rows()[0])
     ladder_tabulate()
     if failed or stopped:
         raise SystemExit(f"experiments.py: {len(failed)} runs failed, {len(stopped)} stopped before their last step "
                          "(rerun the same command: they resume): " + ', '.join(
             f"{n} (see {os.path.join(out_root, 'ladder', n)}/train.txt)" for n in sorted(failed | stopped)))
 elif table:
-    pydocs = os.path.join(data_dir, 'pydocs')
-    if table == 'english' and not os.path.exists(os.path.join(pydocs, 'val_offsets.npy')): # offline, ~30 s
-        print(f"$ python prepare.py pydocs --out_dir={pydocs}", flush=True)
-        if subprocess.run([sys.executable, 'prepare.py', 'pydocs', f'--out_dir={os.path.abspath(pydocs)}'],
-                          cwd=HERE).returncode:
-            raise SystemExit(f"experiments.py: `python prepare.py pydocs --out_dir={pydocs}` failed (its message above)")
-    all_runs = table_runs(table)
-    failed = []
-    if not tabulate_only:
-        todo = [r for r in all_runs if retrain or state(r) != 'done']
-        print(f"{table}: {len(all_runs)} runs, {len(all_runs) - len(todo)} finished already, {len(todo)} to train "
-              f"({jobs} at a time)", flush=True)
-        failed = train(todo)
-    tabulate(table, all_runs)
+    picked(table) # (--runs: checked before any work)
+    corpus_of = {'english': 'pydocs', 'paper_run': 'sitepy'} # made here, offline: real docstrings and code
+    folder = os.path.abspath(os.path.join(data_dir, corpus_of.get(table, 'pycode')))
+    if table in corpus_of and not tabulate_only and not os.path.exists(os.path.join(folder, 'val_offsets.npy')):
+        import sysconfig
+        cmd = ['prepare.py', *(['pydocs'] if table == 'english' else ['files', '--glob=**/*.py', '--path=' + (
+            paper_path or sysconfig.get_paths()['purelib'])]), f'--out_dir={folder}']
+        print(f"$ python {' '.join(cmd)}", flush=True)
+        if subprocess.run([sys.executable, *cmd], cwd=HERE).returncode:
+            raise SystemExit(f"experiments.py: `python {' '.join(cmd)}` failed (its message above)")
+    jobs = 1 if table == 'paper_run' else jobs # one GPU
+    failed = set() if tabulate_only else set.union(*train(lambda: table_plan(table)))
+    tabulate(table)
     if failed:
-        raise SystemExit(f"experiments.py: {len(failed)} runs failed: " + ', '.join(
-            f"{r['setting']}:{r['seed']} (see {r['out_dir']}/train.txt)" for r in failed))
+        raise SystemExit(f"experiments.py: {len(failed)} runs failed or stopped (rerun the same command: they resume): "
+                         + ', '.join(f"{n} (see {os.path.join(out_root, n)}/train.txt)" for n in sorted(failed)))
 if figure:
     draw_figure()
 if vocab: # sample.py's vocabulary of each learned checkpoint, on the val split, beside the BPE of the controls

@@ -1,8 +1,8 @@
 """
 experiments.py run as a user runs it, at a tiny size: a corpus of a few standard-library files, 2 steps per run, one
-seed, one job. Each table trains its runs with train.py, skips the finished ones, and writes its JSON from train.py's
-own log (the last val row); the controls' BPE (Hugging Face tokenizers' trainer) merges the most frequent pair
-first, writes a file that common.load_bpe reads back, and reports the rate that bpe_gates gives; the figure is drawn.
+seed, one job. Each table trains its runs with train.py, skips the finished ones, and keeps each as a record in
+assets/<table>/ (train.py's own last val row), from which the table is made; the controls' BPE (Hugging Face
+tokenizers' trainer) merges the most frequent pair first, writes a file that common.load_bpe reads back, and reports the rate that bpe_gates gives; the figure is drawn.
 Slow (about 1.5 minutes): python -m pytest -q -m slow tests/test_experiments.py
 """
 import base64
@@ -59,30 +59,32 @@ def val_rows(out_dir):
     return [r for r in map(json.loads, open(os.path.join(out_dir, 'log.jsonl'))) if r['split'] == 'val']
 
 
-def check_table(exp, name, settings):
-    """ every run of the table's JSON is train.py's last val row, with its command, bytes, wall time and val curve """
-    res = json.load(open(exp.root / 'assets' / f'{name}.json'))
-    assert sorted((r['setting'], r['seed']) for r in res['runs']) == sorted((s, 1) for s in settings)
-    for r in res['runs']:
-        out_dir = r['out_dir'] if os.path.isabs(r['out_dir']) else os.path.join(ROOT, r['out_dir'])
+def check_table(exp, name, homes):
+    """ every run of the table is a record in assets/<its home table>/<setting>_s1.json: train.py's last val row, with
+        its arguments, command, bytes, wall time and val curve; the table's rows are the records' """
+    runs = {}
+    for setting, home in homes.items():
+        r = json.load(open(exp.root / 'assets' / home / f'{setting}_s1.json'))
+        out_dir = exp.root / 'out' / home / f'{setting}_s1'
         val = val_rows(out_dir)
         assert r['val'] == val[-1] and r['bytes'] == val[-1]['bytes'] > 0 and r['wall_s'] >= 0
         assert [c['iter'] for c in r['curve']] == [0, 2] and r['curve'][-1]['bpb'] == val[-1]['bpb']
-        assert r['command'].startswith('python train.py') and f'--out_dir={out_dir}' in r['command']
-        assert '--eval_iters=1' in r['command'] and '--seed=1' in r['command']
-        assert os.path.getsize(os.path.join(out_dir, 'train.txt')) > 0 # its stdout
+        assert r['command'] == 'python ' + ' '.join(r['args']) + f' --out_dir={out_dir}'
+        assert r['args'][0] == 'train.py' and '--eval_iters=1' in r['args'] and '--seed=1' in r['args']
+        assert (r['setting'], r['seed'], r['name']) == (setting, 1, f'{setting}_s1') and r['bytes_per_sec'] > 0
+        assert os.path.getsize(out_dir / 'train.txt') > 0 # its stdout
+        runs[setting] = r
     rows = json.load(open(exp.root / 'assets' / f'{name}_table.json'))['rows']
-    by_setting = {r['setting']: r for r in res['runs']}
-    assert [r['setting'] for r in rows] == list(by_setting) # in the table's order
+    assert [r['setting'] for r in rows] == [s for s in runs] # in the table's order
     for row in rows:
-        assert row['seeds'] == [1] and row['bpb'] == by_setting[row['setting']]['val']['bpb']
+        assert row['seeds'] == [1] and row['bpb'] == runs[row['setting']]['val']['bpb']
         assert row['bpb_std'] is None # one seed: no spread
     assert os.path.getsize(exp.root / 'assets' / f'{name}.png') > 0
-    return {r['setting']: r for r in res['runs']}
+    return runs
 
 
 def test_levers_trains_and_tabulates(exp):
-    runs = check_table(exp, 'levers', ['learned'])
+    runs = check_table(exp, 'levers', {'learned': 'levers'})
     assert runs['learned']['command'].startswith('python train.py --eval_iters=1 --eval_interval=400 --data_dir=')
     assert '1 runs, 0 finished already, 1 to train' in exp.levers.stdout and '| learned | 1 |' in exp.levers.stdout
 
@@ -92,8 +94,7 @@ def test_controls_reuse_learned_and_prescribe_word_rules_and_bpe(exp):
     mtime = os.path.getmtime(log)
     res = exp('--table=controls', '--runs=learned:1,word_ends:1,bpe:1')
     assert '3 runs, 1 finished already, 2 to train' in res.stdout and os.path.getmtime(log) == mtime # levers' run
-    runs = check_table(exp, 'controls', ['learned', 'word_ends', 'bpe'])
-    assert runs['learned']['out_dir'].endswith(os.path.join('levers', 'learned_s1'))
+    runs = check_table(exp, 'controls', {'learned': 'levers', 'word_ends': 'controls', 'bpe': 'controls'})
     p = json.load(open(exp.root / 'assets' / 'controls.json'))['prescribed']
     assert 0 < p['word_ends'] < 0.5 and 0 < p['word_onsets'] < 0.5
     assert f"--gater=word_ends --word_rate={p['word_ends']:.4f}" in runs['word_ends']['command']
@@ -106,7 +107,8 @@ def test_bpe_trainer_merges_the_most_frequent_pair_and_round_trips(exp):
     from common import BPE_PAT, load_bpe
     if not os.path.exists(exp.root / 'assets' / 'controls.json'): # (made by the controls test when it ran first)
         res = exp('--table=controls', '--runs=learned:1', '--tabulate_only=True')
-        assert '1 of 1 runs finished' in res.stdout
+        assert '1 of 1 runs finished' in res.stdout and not os.path.exists(exp.root / 'assets' / 'controls.json')
+        exp('--table=controls', '--runs=random:1')
     p = json.load(open(exp.root / 'assets' / 'controls.json'))['prescribed']['bpe']
     lines = [l.split() for l in open(p['path']).read().splitlines()]
     ranks = {base64.b64decode(t): int(r) for t, r in lines}
@@ -138,13 +140,14 @@ def test_bpe_trainer_merges_the_most_frequent_pair_and_round_trips(exp):
     assert p['rate'] < 0.4 # (code's pre-tokens alone are ~0.23 per byte: 0.2 is out of reach)
 
 
-def test_ablations_and_compare_run_on_top_of_their_settings(exp):
-    exp('--table=ablations', '--runs=learned:1,w1:1')
-    runs = check_table(exp, 'ablations', ['learned', 'w1'])
-    assert '--filter_size=1' in runs['w1']['command'] and os.path.join('ablations', 'w1_s1') in runs['w1']['out_dir']
-    exp('--table=compare', '--runs=random:1')
-    runs = check_table(exp, 'compare', ['random'])
-    assert runs['random']['command'].startswith('python train.py config/method_random.py --eval_iters=1')
+def test_ablations_run_on_top_of_their_setting_and_train_it_themselves(exp):
+    res = exp('--table=ablations', '--runs=learned:1,w1:1') # not levers' learned run: its own, on its machine
+    assert '2 runs, 0 finished already, 2 to train' in res.stdout
+    runs = check_table(exp, 'ablations', {'learned': 'ablations', 'w1': 'ablations'})
+    assert [a for a in runs['w1']['args'] if a != '--filter_size=1'] == runs['learned']['args']
+    assert '--filter_size=1' in runs['w1']['args']
+    res = exp('--table=ablations', '--runs=learned:1,w1:1') # done: nothing trains again
+    assert '2 runs, 2 finished already, 0 to train' in res.stdout and '$ python train.py' not in res.stdout
 
 
 def test_english_runs_on_pydocs_with_its_own_word_rate(exp):
@@ -153,14 +156,14 @@ def test_english_runs_on_pydocs_with_its_own_word_rate(exp):
     write_split(exp.root / 'data' / 'pydocs', 'val', TRAIN[2:4])
     res = exp('--table=english', '--runs=learned:1,word_ends:1')
     assert '2 runs, 0 finished already, 2 to train' in res.stdout # not levers' run: another corpus
-    runs = check_table(exp, 'english', ['learned', 'word_ends'])
+    runs = check_table(exp, 'english', {'learned': 'english', 'word_ends': 'english'})
     rate = float(runs['word_ends']['command'].split('--word_rate=')[1].split()[0])
     assert 0 < rate < 0.5
     controls = exp.root / 'assets' / 'controls.json' # (written by the controls test, when it ran first)
     if controls.exists(): # measured on pydocs' train rows, not pycode's
         assert rate != round(json.load(open(controls))['prescribed']['word_ends'], 4)
     for r in runs.values():
-        assert '--dataset=pydocs' in r['command'] and os.path.join('english', r['setting']) in r['out_dir']
+        assert '--dataset=pydocs' in r['args']
 
 
 def test_figure_segments_one_text_three_ways(exp):
@@ -206,10 +209,11 @@ def test_paper_run_trains_random_and_sequential_on_sitepy(exp):
              '--max_iters=2 --lr_decay_iters=2 --warmup_iters=1 --eval_interval=2 --eval_iters=1 --dtype=float32')
     res = exp('--table=paper_run', '--paper_size=18m', '--device=cpu', f'--paper_path={STDLIB}/email',
               f'--paper_flags={flags}')
-    runs = json.load(open(exp.root / 'assets' / 'paper_run_18m.json'))['runs']
-    assert list(runs) == ['random', 'sequential']
-    for method, r in runs.items():
+    for method in ('random', 'sequential'):
+        r = json.load(open(exp.root / 'assets' / 'paper_run' / f'18m_{method}_s1.json'))
         assert r['command'].startswith(f'python train.py config/train_18m_{method}.py --dataset=sitepy')
-        assert [v['iter'] for v in r['val']] == [0, 2] and r['val'] == val_rows(exp.root / 'out' / 'paper_run' /
-                                                                                  f'18m_{method}')
-    assert os.path.exists(exp.root / 'data' / 'sitepy' / 'val_offsets.npy') and '| sequential |' in res.stdout
+        val = val_rows(exp.root / 'out' / 'paper_run' / f'18m_{method}_s1')
+        assert [c['iter'] for c in r['curve']] == [0, 2] and r['val'] == val[-1] and r['bytes_per_sec'] > 0
+    assert [r['setting'] for r in json.load(open(exp.root / 'assets' / 'paper_run_table.json'))['rows']] == \
+        ['18m_random', '18m_sequential'] and '| 18m_sequential |' in res.stdout
+    assert os.path.exists(exp.root / 'data' / 'sitepy' / 'val_offsets.npy')

@@ -1,20 +1,24 @@
 """
 experiments.py --table=ladder at a tiny size (4 steps a run on a corpus of a few standard-library files): H-Net's
-rate target is calibrated by the secant steps, a run stopped by SIGTERM resumes from its checkpoint, every finished
-run is kept in assets/ladder/, and the table and figure are rebuilt from those records alone (a fresh clone, with no
-out_dir, trains nothing again).
+rate target is calibrated by the secant steps and holds only on the mean of every seed, a run stopped by SIGTERM
+resumes from its checkpoint, every finished run is kept in assets/ladder/, and the table and figure are rebuilt from
+those records alone (a fresh clone, with no out_dir, trains nothing again). The fit of rungs 1-3 recovers a known
+line, and its prediction of rung 4 is written once, before rung 4 may train, and set beside what rung 4 measured.
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
 from test_experiments import TRAIN, VAL, write_split
 
+PREDICTION = 'ladder_prediction.json' # in assets/
 TINY = ['--table=ladder', '--rungs=1', '--ladder_methods=hnet,random', '--ladder_seeds=1', '--iters=4',
         '--eval_iters=1', '--jobs=1', '--ladder_compile=False', '--cal_tries=2', '--cal_tol=0.001']
 
@@ -61,13 +65,14 @@ def test_a_stopped_run_resumes_from_its_checkpoint(ladder):
 def test_hnet_rate_target_is_calibrated_by_secant_steps(ladder):
     table = json.load(open(ladder.root / 'assets' / 'ladder_table.json'))
     cal = table['calibration']['r1/hnet']
-    (t0, v0), (t1, v1) = cal['tried'] # cal_tol 0.001: two tries, then the closer one is taken
+    (t0, v0, n0), (t1, v1, n1) = cal['tried'] # cal_tol 0.001: two tries, then the closer one is taken
+    assert n0 == n1 == 1 # one seed (ladder_seeds=1): seed 1's rate is the mean
     assert t0 == 0.18 # CALIBRATE's first guess at rung 1
     assert t1 == round(min(max(t0 * 0.2 / v0, t0 / 2, 0.01), t0 * 2, 0.9), 4) # the ratio step after one run
     assert cal['finished'] and cal['target'] == (t0 if abs(v0 - 0.2) <= abs(v1 - 0.2) else t1)
     recs = records(ladder.root)
     assert sorted(recs) == sorted(['r1/random_s1.json', f'r1/hnet_t{t0:.4f}_s1.json', f'r1/hnet_t{t1:.4f}_s1.json'])
-    for t, v in cal['tried']:
+    for t, v, _ in cal['tried']:
         rec = recs[f'r1/hnet_t{t:.4f}_s1.json']
         assert f'--rate={t:.4f}' in rec['command'] and rec['val']['rate'] == v
     rows = {r['method']: r for r in table['rows']}
@@ -86,7 +91,8 @@ def test_the_table_is_rebuilt_from_assets_alone(ladder):
     assert res.returncode == 0 and '$ python train.py' not in res.stdout and not os.path.exists(ladder.root / 'out')
 
 
-@pytest.mark.parametrize('arg,msg', [('--rungs=4', '--rungs=4'), ('--ladder_methods=foo', 'foo is not a method')])
+@pytest.mark.parametrize('arg,msg', [('--rungs=5', '--rungs=5'), ('--ladder_methods=foo', 'foo is not a method'),
+                                     ('--skip=4/nawrot', '--skip=4/nawrot'), ('--runs=random:1', '--runs picks')])
 def test_bad_ladder_input_is_one_line(ladder, tmp_path, arg, msg):
     res = subprocess.run([sys.executable, os.path.join(ROOT, 'experiments.py'), *TINY, arg,
                           f'--out_root={tmp_path}/out', f'--assets={tmp_path}/assets'],
@@ -102,3 +108,131 @@ def test_the_learned_gaters_extra_seeds_come_after_every_rungs_first(ladder):
     order = [line.split('--out_dir=')[1].split()[0].split('ladder/')[1] for line in res.stdout.splitlines()
              if line.startswith('$ python train.py')]
     assert order == ['r1/learned_s1', 'r2/learned_s1', 'r1/learned_s2', 'r2/learned_s2']
+
+
+# -----------------------------------------------------------------------------
+# the fit and the prediction: experiments.py's own definitions, run on records made here
+
+def experiments(*args):
+    """ experiments.py's definitions, as its command line would set them (the command itself left out) """
+    src = open(os.path.join(ROOT, 'experiments.py')).read()
+    src = src[:src.index('# the command (tests/test_ladder.py')]
+    ns = dict(__file__=os.path.join(ROOT, 'experiments.py'), __name__='experiments')
+    argv, handlers = sys.argv, {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    sys.argv = ['experiments.py', *args]
+    try:
+        exec(compile(src, 'experiments.py', 'exec'), ns)
+    finally: # (it sets its own handlers)
+        sys.argv = argv
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    return ns
+
+
+def row(rung, method, flops, per_seed):
+    return dict(rung=rung, method=method, flops=flops, seeds=list(range(1, len(per_seed) + 1)),
+                per_seed=dict(bpb=per_seed), bpb=float(np.mean(per_seed)),
+                bpb_std=float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None)
+
+
+def test_the_fit_recovers_a_line_and_its_crossing():
+    ex = experiments('--table=ladder', '--boot=500')
+    x = np.array([12.0, 12.5, 13.5])
+    line = {'learned': (5.0, -0.2), 'hnet': (4.9, -0.19), 'random': (5.2, -0.2)} # learned - hnet = 0.1 - 0.01 x
+    spread = {'learned': 0.02, 'hnet': 0.0, 'random': 0.0} # seeds v - s, v, v + s: the means are the line's
+    rows = [row(k + 1, m, 10 ** x[k], [a + b * x[k] + d for d in (-spread[m], 0, spread[m])])
+            for m, (a, b) in line.items() for k in range(3)]
+    fit = ex['ladder_fit'](rows, 1e14)
+    assert fit['x'] == pytest.approx(x) and fit['x4'] == pytest.approx(14.0)
+    for m, (a, b) in line.items():
+        f = fit['methods'][m]
+        assert f['intercept'] == pytest.approx(a) and f['slope'] == pytest.approx(b)
+        assert f['at_rung4'] == pytest.approx(a + 14 * b)
+        if spread[m]: # resampled seeds move the fit: an interval around the point
+            assert f['lo'] < f['at_rung4'] < f['hi'] and f['hi'] - f['lo'] < 6 * spread[m]
+        else: # equal seeds: every refit is the fit
+            assert f['lo'] == pytest.approx(f['at_rung4']) == pytest.approx(f['hi'])
+    gap = fit['gaps']['hnet']
+    assert gap['slope'] == pytest.approx(-0.01) and gap['at_rung4'] == pytest.approx(-0.04)
+    assert gap['crossing_flops'] == pytest.approx(1e10) # 0.1 - 0.01 x = 0 at x = 10
+    assert gap['ahead'] == 1.0 # at rung 4 the learned gater is ahead in every refit (the gap's interval is below 0)
+    assert fit['gaps']['random']['crossing_flops'] is None and fit['gaps']['random']['ahead'] == 1.0 # parallel
+    assert set(fit['gaps']) == {'hnet', 'random'}
+
+
+def test_rung_4_is_predicted_once_before_it_trains(ladder, tmp_path):
+    args = ['--table=ladder', '--iters=4', '--eval_iters=1', '--ladder_compile=False', '--ladder_seeds=2',
+            '--learned_seeds=2', '--ladder_methods=learned,random,hnet', '--cal_tol=0.01', '--boot=200',
+            f'--assets={tmp_path}/assets', f'--out_root={tmp_path}/out', f'--data_dir={ladder.root}/data']
+    ex = experiments(*args)
+    bpb = lambda run: {'learned': 3.0, 'random': 3.1, 'hnet': 2.95}[run['meta']['method']] - 0.1 * run['meta'][
+        'rung'] + 0.01 * run['meta']['seed']
+    template = next(iter(records(ladder.root).values()))
+    def fill(): # a record for every run the plan names: val rate 0.2, the calibration holds at once
+        for _ in range(10):
+            todo = [r for r in ex['ladder_plan']()[0] if ex['state'](r) == 'todo']
+            for run in todo:
+                os.makedirs(os.path.dirname(run['asset']), exist_ok=True)
+                json.dump(dict(template, name=run['name'], **run['meta'], args=run['args'], command=run['command'],
+                               val=dict(template['val'], bpb=bpb(run), rate=0.2)), open(run['asset'], 'w'))
+    cli = lambda *more: subprocess.run([sys.executable, os.path.join(ROOT, 'experiments.py'), *args, *more],
+                                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    ex['rungs'] = '1,2' # rungs 1 and 2 only: rung 3 is missing
+    fill()
+    res = cli('--predict=True')
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert 'r3/learned (0 of 2 seeds)' in res.stderr and not os.path.exists(tmp_path / 'assets' / PREDICTION)
+    ex['rungs'] = '1,2,3,4'
+    fill()
+    plan, waiting = ex['ladder_plan']()
+    assert not [r for r in plan if r['meta']['rung'] == 4] and waiting[-1].startswith('r4 (after the prediction')
+    res = cli('--predict=True')
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    pred = json.load(open(tmp_path / 'assets' / PREDICTION))
+    rows = {(r['rung'], r['method']): r for r in ex['ladder_rows']()[0]}
+    for m in ('learned', 'random', 'hnet'):
+        means = [rows[k, m]['bpb'] for k in (1, 2, 3)]
+        assert pred['methods'][m]['points'] == pytest.approx(means)
+        b, a = np.polyfit(pred['x'], means, 1)
+        assert pred['methods'][m]['slope'] == pytest.approx(b) and pred['methods'][m]['at_rung4'] == pytest.approx(
+            a + b * pred['x4'])
+    assert pred['rung4_flops'] == pytest.approx(ex['ladder_flops'](4) * rows[3, 'learned']['bytes'])
+    assert pred['rung4'] == ex['rung_args'](4) and len(pred['records']) == 9 and 'least squares' in pred['fit']
+    again = cli('--predict=True') # the prediction stands: never overwritten
+    assert again.returncode == 1 and 'holds the prediction already' in again.stderr
+    assert json.load(open(tmp_path / 'assets' / PREDICTION)) == pred
+    plan, waiting = ex['ladder_plan']() # rung 4 is planned now, H-Net calibrated from rung 3's target
+    assert {r['name'] for r in plan if r['meta']['rung'] == 4} >= {'r4/learned_s1', 'r4/random_s2', 'r4/hnet_t0.1800_s1'}
+    fill()
+    res = cli('--tabulate_only=True')
+    held = json.load(open(tmp_path / 'assets' / 'ladder_table.json'))['prediction_held']
+    rows = {(r['rung'], r['method']): r for r in ex['ladder_rows']()[0]}
+    assert held['learned']['measured'] == pytest.approx(rows[4, 'learned']['bpb'])
+    assert held['learned - hnet']['measured'] == pytest.approx(rows[4, 'learned']['bpb'] - rows[4, 'hnet']['bpb'])
+    for k, h in held.items():
+        f = pred['methods'][k] if ' - ' not in k else pred['gaps'][k.split(' - ')[1]]
+        assert h['held'] == (f['lo'] <= h['measured'] <= f['hi'])
+    assert 'predicted from rungs 1-3' in res.stdout and os.path.getsize(tmp_path / 'assets' / 'ladder.png') > 0
+
+
+
+def test_a_calibration_target_holds_on_the_mean_of_every_seed(ladder, tmp_path):
+    """ a target within cal_tol on seed 1 runs on seeds 2 and 3 before it holds; off on their mean, the next target
+        is stepped from the mean: a target set on one seed can miss on the others """
+    ex = experiments('--table=ladder', '--iters=4', '--eval_iters=1', '--ladder_compile=False', '--rungs=1',
+                     '--ladder_methods=hnet', f'--assets={tmp_path}/assets', f'--data_dir={ladder.root}/data')
+    t1 = ex['next_target']([(0.18, (0.198 + 0.188 + 0.186) / 3)]) # the ratio step from the mean
+    rates = {(0.18, 1): 0.198, (0.18, 2): 0.188, (0.18, 3): 0.186, (t1, 1): 0.2, (t1, 2): 0.201, (t1, 3): 0.199}
+    template, named = next(iter(records(ladder.root).values())), []
+    for _ in range(10):
+        todo = [r for r in ex['ladder_plan']()[0] if ex['state'](r) == 'todo']
+        named.append(sorted((r['meta']['target'], r['meta']['seed']) for r in todo))
+        for run in todo:
+            os.makedirs(os.path.dirname(run['asset']), exist_ok=True)
+            rate = rates[run['meta']['target'], run['meta']['seed']]
+            json.dump(dict(template, name=run['name'], **run['meta'], args=run['args'], command=run['command'],
+                           val=dict(template['val'], rate=rate)), open(run['asset'], 'w'))
+    assert named[:4] == [[(0.18, 1)], [(0.18, 2), (0.18, 3)], [(t1, 1)], [(t1, 2), (t1, 3)]] and not named[4]
+    target, finished, tried = ex['calibration'](1, 'hnet')
+    assert (target, finished) == (t1, True) and t1 != 0.18
+    assert tried == [(0.18, pytest.approx(0.1907, abs=1e-4), 3), (t1, pytest.approx(0.2), 3)]
