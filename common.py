@@ -28,7 +28,7 @@ except ImportError:
     fcntl = None
 
 # -----------------------------------------------------------------------------
-# every config key of train.py, sample.py, eval.py and bench.py, one row each: 'TYPE[, RULE]: why'. A RULE is `> N`,
+# every config key of train.py, sample.py, eval.py, bench.py and experiments.py, one row each: 'TYPE[, RULE]: why'. A RULE is `> N`,
 # `>= N`, `in (a, b)` (brackets as in maths), `one of 'x', 'y'`, `a folder` (not empty, not a file), `a folder or ''`,
 # `a path` ('~' expanded in these three), `a device` (one this machine has: check_device; `a device or ''` too), or
 # `comma-separated[, each RULE]`, a list in a string whose items each hold to RULE (`each int > 0`, `each one of 'x'`).
@@ -131,6 +131,44 @@ KEYS = {
                            "first and the last byte)",
     'bench.py:threads': "int >= 0: torch threads of the tables timed in bench.py itself; 0: torch's default",
     'bench.py:seed': "int >= 0: the untrained weights, the random bytes and train.py's --seed",
+    # experiments.py, its own rows (eval_iters, data_dir: the plain ones); the names of --runs, --ladder_methods and
+    # --skip, and a paper size's config files, it checks itself
+    'experiments.py:table': f"str, {one_of(('', 'ladder', 'levers', 'controls', 'ablations', 'english', 'paper_run'))}"
+                            f": the table to train and tabulate ('': only --figure or --vocab)",
+    'experiments.py:runs': "str: a subset of a table's runs, 'setting:seed,...'; '': every setting, every seed",
+    'experiments.py:seeds': "str, comma-separated, each int >= 0: the seeds of every setting of a table",
+    'experiments.py:jobs': "int > 0: train.py processes at once, one thread each",
+    'experiments.py:retrain': "bool: train finished runs again, from scratch",
+    'experiments.py:tabulate_only': "bool: train nothing; the tables from the records in assets/",
+    'experiments.py:out_root': "str, a folder: the runs' out_dirs, out_root/<table>/<run>",
+    'experiments.py:assets': "str, a folder: the records, the tables' JSON and the plots",
+    'experiments.py:iters': "int >= 0: > 0: every run takes this many steps (a check of the machinery)",
+    'experiments.py:device': "str, a device or '': train.py's --device, cpu, cuda, cuda:N or mps; '' its default",
+    'experiments.py:ablate': f"str, {one_of(('learned', 'rows32', 'scale4', 'scale025', 'block512'))}: the setting "
+                             f"of levers the ablations change",
+    'experiments.py:rate_rows': "int > 0: controls: train rows the word rules' and the BPE's rates are measured on",
+    'experiments.py:bpe_rate': "float in (0, 1): controls: the BPE's rate target, met by its number of merges",
+    'experiments.py:bpe_pat': f"str, {one_of(('gpt2', 'words'))}: the BPE's pre-tokens: GPT-2's, or a whitespace run "
+                              f"and the word after it",
+    'experiments.py:bpe_max_merges': "int > 0: controls: the BPE trainer's merges at most",
+    'experiments.py:figure': "bool: draw assets/segmentation.png",
+    'experiments.py:vocab': "bool: write assets/vocab.md, the most frequent chunks of each --figure_run checkpoint",
+    'experiments.py:figure_run': "str: the learned checkpoints of --figure and --vocab, comma-separated",
+    'experiments.py:paper_size': "str: paper_run: a paper size, config/train_<size>_{random,sequential}.py",
+    'experiments.py:paper_path': "str, a folder or '': paper_run: the .py files of its corpus ('': site-packages)",
+    'experiments.py:paper_flags': "str: paper_run: more train.py flags for both runs",
+    'experiments.py:rungs': f"str, comma-separated, each {one_of('1234')}: ladder: the rungs to train and tabulate",
+    'experiments.py:ladder_methods': "str: ladder: a subset of its methods, comma-separated ('': all, and the levers)",
+    'experiments.py:skip': "str: ladder: runs left out, 'r<rung>/<method>,...'",
+    'experiments.py:ladder_seeds': "int > 0: ladder: seeds 1..n of every method",
+    'experiments.py:learned_seeds': "int > 0: ladder: seeds 1..n of the learned gater at rungs 1-3",
+    'experiments.py:ladder_compile': "bool: ladder: train.py --compile",
+    'experiments.py:cal_seed': "int > 0: ladder: the seed a calibration target is tried on first",
+    'experiments.py:cal_tol': "float in (0, 0.1): ladder: a target holds once its seeds' mean val rate is this close "
+                              "to 0.2",
+    'experiments.py:cal_tries': "int > 0: ladder: at most this many targets per method and rung",
+    'experiments.py:predict': "bool: ladder: write the prediction of rung 4 from rungs 1-3 (once)",
+    'experiments.py:boot': "int > 0: ladder: bootstrap refits of the prediction's intervals",
 }
 
 

@@ -66,11 +66,13 @@ cal_tol = 0.005 # ladder: a target holds once its mean val rate over seeds 1..la
 cal_tries = 5 # ladder: at most this many targets per method and rung (then the closest is taken)
 predict = False # ladder: True writes the prediction of rung 4 from rungs 1-3 (once: it stands as committed)
 boot = 2000 # ladder: bootstrap refits of the prediction's intervals
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import KEYS, check_config # the table of keys, experiments.py's own rows among them: --help prints them
 exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
+check_config(globals(), 'experiments.py') # every key against its row: one line, nothing made
 # -----------------------------------------------------------------------------
 HERE = os.path.dirname(os.path.abspath(__file__)) # train.py runs here (it opens configurator.py by a relative path)
 command = 'python experiments.py ' + ' '.join(sys.argv[1:])
-sys.path.insert(0, HERE)
 from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics
 from common import bpe_gates, load_checkpoint
 
@@ -87,25 +89,10 @@ LEVERS = { # the quick start (train.py's defaults) and one lever moved at a time
 ABLATIONS = {'gamma1': ['--gamma=1.0'], 'no_early_exit': ['--early_exit_reward=False'],
              'no_rate_loss': ['--rate_weight=0.0'], 'w1': ['--filter_size=1']}
 
-# values the configurator cannot judge by their type: one line each, before any work starts
-if table not in ('',) + TABLES or not (table or figure or vocab):
-    raise SystemExit(f"experiments.py: --table={table!r}: use one of {', '.join(TABLES)} (or --figure=True, "
-                     f"--vocab=True)")
-if bpe_pat not in ('gpt2', 'words'):
-    raise SystemExit(f"experiments.py: --bpe_pat={bpe_pat}: use 'gpt2' (GPT-2's pre-tokens) or 'words'")
-if ablate not in LEVERS:
-    raise SystemExit(f"experiments.py: --ablate={ablate}: use a setting of levers ({', '.join(LEVERS)})")
-if not re.fullmatch(r'\d+(,\d+)*', seeds):
-    raise SystemExit(f"experiments.py: --seeds={seeds}: use whole numbers separated by commas, e.g. --seeds=1,2,3")
-for k in ('jobs', 'eval_iters', 'rate_rows', 'bpe_max_merges', 'ladder_seeds', 'learned_seeds', 'cal_tries',
-          'cal_seed', 'boot'):
-    if globals()[k] <= 0:
-        raise SystemExit(f"experiments.py: --{k}={globals()[k]} must be positive")
-if iters < 0 or not 0 < bpe_rate < 1:
-    raise SystemExit(f"experiments.py: --iters={iters} must be >= 0 and --bpe_rate={bpe_rate} in (0, 1)")
-if not re.fullmatch(r'[1-4](,[1-4])*', rungs) or not 0 < cal_tol < 0.1:
-    raise SystemExit(f"experiments.py: --rungs={rungs} must name rungs of 1,2,3,4 (e.g. --rungs=1,2) and --cal_tol="
-                     f"{cal_tol} be in (0, 0.1)")
+# what a row of common.KEYS cannot say: one line each, before any work starts
+if not (table or figure or vocab):
+    raise SystemExit("experiments.py: name a --table (ladder, levers, controls, ablations, english or paper_run), or "
+                     "--figure=True or --vocab=True")
 if not re.fullmatch(r'(r[1-4]/\w+(,r[1-4]/\w+)*)?', skip):
     raise SystemExit(f"experiments.py: --skip={skip}: name runs as r<rung>/<method>, e.g. --skip=r4/nawrot")
 if table == 'paper_run' and not os.path.exists(os.path.join(HERE, f'config/train_{paper_size}_random.py')):

@@ -204,7 +204,7 @@ def script_help(script, *args):
     return out.getvalue(), keys, rows
 
 
-SCRIPTS = ('train.py', 'sample.py', 'eval.py', 'bench.py')
+SCRIPTS = ('train.py', 'sample.py', 'eval.py', 'bench.py', 'experiments.py')
 
 
 @pytest.fixture(scope='module')

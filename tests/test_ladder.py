@@ -236,3 +236,13 @@ def test_a_calibration_target_holds_on_the_mean_of_every_seed(ladder, tmp_path):
     target, finished, tried = ex['calibration'](1, 'hnet')
     assert (target, finished) == (t1, True) and t1 != 0.18
     assert tried == [(0.18, pytest.approx(0.1907, abs=1e-4), 3), (t1, pytest.approx(0.2), 3)]
+
+
+def test_the_rows_of_experiments_keys_name_what_it_defines():
+    """ common.KEYS names the settings --ablate may take and the tables --table may: experiments.py's own """
+    import re
+    from common import KEYS
+    ex = experiments('--table=ladder')
+    quoted = lambda k: re.findall(r"'([^']*)'", KEYS[f'experiments.py:{k}'].partition(':')[0])
+    assert quoted('ablate') == list(ex['LEVERS']) and quoted('table') == ['', *ex['TABLES']]
+    assert quoted('rungs') == [str(k) for k in ex['RUNGS']]
