@@ -751,10 +751,11 @@ def ladder_figure(rows, pred):
             ax.fill_between([r['flops'] for r in rs], [min(r['per_seed']['bpb']) for r in rs],
                             [max(r['per_seed']['bpb']) for r in rs], color=color[m], alpha=0.15, lw=0)
         rg = [k for k in sorted({r['rung'] for r in full}) if (k, m) in by and (k, 'learned') in by]
-        if m != 'learned' and rg: # the gap, seed ranges from the extremes of both
+        se = lambda r: (r['bpb_std'] or 0) ** 2 / len(r['seeds']) # a mean's squared standard error over its seeds
+        if m != 'learned' and rg: # the gap, ± its standard error
             ax2.errorbar([by[k, m]['flops'] for k in rg], [by[k, 'learned']['bpb'] - by[k, m]['bpb'] for k in rg],
-                         yerr=[[by[k, 'learned']['bpb_std'] or 0 for k in rg], [by[k, m]['bpb_std'] or 0 for k in rg]],
-                         marker='o', color=color[m], label=f'learned - {m}', lw=1, capsize=3)
+                         yerr=[(se(by[k, 'learned']) + se(by[k, m])) ** 0.5 for k in rg], marker='o', color=color[m],
+                         label=f'learned - {m}', lw=1, capsize=3)
     if pred: # the fits as committed, from rung 1 to rung 4, and the predicted interval at rung 4
         xs = np.array([pred['x'][0], pred['x4']])
         for a, fits, tag in ((ax, pred['methods'], ''), (ax2, pred['gaps'], 'learned - ')):
@@ -774,9 +775,9 @@ def ladder_figure(rows, pred):
                                             for k, v in ticks.items()], fontsize=8)
         a.minorticks_off()
     ax.set_ylabel('val bits per byte'), ax2.set_ylabel('learned minus the method (below 0: learned ahead)')
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    fig.suptitle(f"pycode, every method at val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range (left), ± std "
-                 f"(right) over seeds", fontsize=10)
+    ax.set_title(f"pycode, val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range over seeds", fontsize=9)
+    ax2.set_title("the learned gater's gap, ± its standard error over seeds", fontsize=9)
+    fig.tight_layout()
     for a in (ax, ax2):
         if full:
             a.legend(fontsize=7)
