@@ -634,15 +634,15 @@ def ladder_fit(rows, rung4_flops):
         ab, bb = line_fits(x, boots)
         lo, hi = np.percentile(ab + bb * x4, [2.5, 97.5])
         return dict(intercept=float(a), slope=float(b), at_rung4=float(a + b * x4), lo=float(lo), hi=float(hi),
-                    points=[float(v) for v in means], ahead=float(np.mean(ab + bb * x4 < 0))) # (ahead: of the refits,
-    # the share below 0 at rung 4: for a gap, the learned gater ahead)
+                    points=[float(v) for v in means]), ab + bb * x4
     out = dict(x=x, x4=x4, rung4_flops=rung4_flops, methods={}, gaps={})
     for m in fitted:
-        out['methods'][m] = fit([by[k, m]['bpb'] for k in (1, 2, 3)], draw[m])
+        out['methods'][m] = fit([by[k, m]['bpb'] for k in (1, 2, 3)], draw[m])[0]
         out['methods'][m].update(seeds=[len(by[k, m]['seeds']) for k in (1, 2, 3)],
                                  std=[by[k, m]['bpb_std'] for k in (1, 2, 3)])
     for m in [m for m in fitted if m != 'learned' and 'learned' in fitted]:
-        gap = fit([by[k, 'learned']['bpb'] - by[k, m]['bpb'] for k in (1, 2, 3)], draw['learned'] - draw[m])
+        gap, at4 = fit([by[k, 'learned']['bpb'] - by[k, m]['bpb'] for k in (1, 2, 3)], draw['learned'] - draw[m])
+        gap['ahead'] = float(np.mean(at4 < 0)) # the share of refits with the learned gater ahead at rung 4
         zero = -gap['intercept'] / gap['slope'] if abs(gap['slope']) > 1e-9 else np.inf # log10 FLOPs (parallel: none)
         gap['crossing_flops'] = float(10 ** zero) if 0 < zero < 30 else None
         out['gaps'][m] = gap
