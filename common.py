@@ -399,6 +399,38 @@ def load_bpe_or_exit(name, script):
         raise SystemExit(f"{script}: cannot load the BPE encoding '{name}': {why}") from None
 
 
+def save_bpe(tokens, path):
+    """ a BPE's learned tokens (ranks 256, 257, ... after the 256 bytes) -> path in tiktoken's format, "base64(token)
+        rank" per line, as load_bpe reads it (tiktoken's own writer needs blobfile); written whole or not at all """
+    import base64
+    with open(path + '.tmp', 'w') as f:
+        f.writelines(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate([bytes([i]) for i in range(256)]
+                                                                                    + list(tokens)))
+    os.replace(path + '.tmp', path)
+
+
+def train_bpe(docs, max_merges, pat=BPE_PAT):
+    """ a byte-level BPE as GPT-2's, trained by Hugging Face tokenizers: the documents (bytes) pre-tokenised by pat,
+        then the most frequent pair of adjacent tokens merged, max_merges times (fewer if the pairs run out) -> the new
+        tokens in rank order (ranks 256, 257, ...). Invalid UTF-8 bytes are left out, as bpe_ends makes each a token
+        of its own. save_bpe writes them for load_bpe """
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+    # by hand: GPT-2's byte <-> character table, in which tokenizers writes byte-level tokens but keeps to itself
+    keep = [*range(33, 127), *range(161, 173), *range(174, 256)] # the bytes that stand for themselves
+    char = {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(sorted({*range(256)} - {*keep}))}}
+    byte = {c: b for b, c in char.items()}
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pat), 'isolated'),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    trainer = trainers.BpeTrainer(vocab_size=256 + max_merges, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    # by hand: a str handed to tokenizers cannot hold an invalid byte (U+DC80..U+DCFF here), so the text is cut there
+    parts = (p for d in docs for p in re.split('[\udc80-\udcff]', d.decode('utf-8', errors='surrogateescape')))
+    tok.train_from_iterator(parts, trainer)
+    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1]) # the 256 bytes, then one token per merge
+    return [bytes(byte[c] for c in t) for t, _ in vocab[256:]]
+
+
 def bpe_ends(enc, data):
     """ bytes -> the positions where a token of the tiktoken encoding `enc` ends; an invalid UTF-8 byte is a token of
         its own: b'the cat' as 'the', ' c', 'at' -> {2, 4, 6}. BPE guidance in train.py and sample.py --compare """

@@ -18,7 +18,7 @@ from model import (BOS, DOWNSAMPLERS, GATERS, PRESETS, UPSAMPLERS, WHITESPACE, A
                    MeanDownsampler, NawrotDownsampler, NawrotGater, SequentialGater, UNetConfig, attention,
                    binomial_prior, boundary_counts, boundary_metrics, chunk_ends, chunk_ids, decode, ema_scan, encode,
                    gather, hnet_ratio_loss, is_space, nawrot_onehot, next_byte_nll, read_ids)
-from common import BPE_PAT, bpe_gates, load_bpe
+from common import BPE_PAT, bpe_gates, load_bpe, save_bpe, train_bpe
 
 PAIRS = list(itertools.product(DOWNSAMPLERS, UPSAMPLERS)) # every (down, up) pair is valid, and causal
 COMBOS = [(g, d, u) for g in GATERS for d, u in PAIRS]  # every gater with every (down, up) pair
@@ -1015,12 +1015,30 @@ def test_load_bpe_builds_an_encoding_from_a_tiktoken_file(tmp_path):
     text = "the cat sat on the log, 42 times!\n\t"
     assert enc.decode(enc.encode_ordinary(text)) == text and enc._pat_str == BPE_PAT
     assert enc.encode_ordinary(' the') == [RANKS[b' the']] and enc.name == 'tiny'
-    path.write_text(''.join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in RANKS.items() if r < 256))
-    assert len(load_bpe(str(path)).encode_ordinary(' the')) == 4 # bytes only now
+    save_bpe([], str(path)) # the 256 bytes alone
+    assert len(load_bpe(str(path)).encode_ordinary(' the')) == 4 and not os.path.exists(str(path) + '.tmp')
     with pytest.raises(FileNotFoundError, match='missing.tiktoken'):
         load_bpe(str(tmp_path / 'missing.tiktoken'))
     with pytest.raises(ValueError, match="'gpt9'"):
         load_bpe('gpt9')
+
+
+def test_train_bpe_merges_pairs_that_save_bpe_writes_for_load_bpe(tmp_path):
+    """ common.train_bpe (Hugging Face's trainer, GPT-2's byte table by hand) on documents with an invalid byte: each
+        new token joins two tokens ranked before it, ' the' (the most frequent word) is one; save_bpe's file, read by
+        load_bpe, encodes ' the' as that one token and goes there and back """
+    from conftest import needs
+    needs('tiktoken'), needs('tokenizers')
+    docs = [b'the cat sat on the mat, and the end\n'] * 20 + [b'a bad \xff byte in the text']
+    tokens = train_bpe(docs, 30)
+    assert 0 < len(tokens) <= 30 and b' the' in tokens and not any(b'\xff' in t for t in tokens)
+    for k, t in enumerate(tokens):
+        known = {bytes([i]) for i in range(256)} | set(tokens[:k])
+        assert any(t[:i] in known and t[i:] in known for i in range(1, len(t))), t
+    save_bpe(tokens, str(tmp_path / 'cats.tiktoken'))
+    enc = load_bpe(str(tmp_path / 'cats.tiktoken'))
+    assert enc.encode_ordinary(' the') == [256 + tokens.index(b' the')] and enc._pat_str == BPE_PAT
+    assert enc.decode(enc.encode_ordinary('the cat, the end')) == 'the cat, the end'
 
 
 @pytest.mark.parametrize('field', ['gater', 'downsampler', 'upsampler'])
