@@ -74,7 +74,7 @@ check_config(globals(), 'experiments.py') # every key against its row: one line,
 HERE = os.path.dirname(os.path.abspath(__file__)) # train.py runs here (it opens configurator.py by a relative path)
 command = 'python experiments.py ' + ' '.join(sys.argv[1:])
 from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics
-from common import bpe_gates, load_checkpoint
+from common import BPE_PAT, WORDS_PAT, bpe_gates, load_checkpoint, load_split, row_index, save_bpe, train_bpe
 
 VAL_KEYS = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision'] # train.py's val row, model.py's
 TABLES = ('ladder', 'levers', 'controls', 'ablations', 'english', 'paper_run')
@@ -98,6 +98,7 @@ if not re.fullmatch(r'(r[1-4]/\w+(,r[1-4]/\w+)*)?', skip):
 if table == 'paper_run' and not os.path.exists(os.path.join(HERE, f'config/train_{paper_size}_random.py')):
     raise SystemExit(f"experiments.py: --paper_size={paper_size!r}: there is no config/train_{paper_size}_random.py")
 corpus = os.path.join(data_dir, 'pycode')
+PAT = WORDS_PAT if bpe_pat == 'words' else BPE_PAT # the BPE's pre-tokens: GPT-2's, or a whitespace run and a word
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)) # killed: the trainings this process started stop too
 signal.signal(signal.SIGINT, lambda *_: sys.exit("experiments.py: interrupted; the runs saved as they stopped (the "
                                                  "same command resumes them)"))
@@ -111,20 +112,17 @@ def rel(path):
 # the corpus as train.py reads it, and the prescribed boundaries of the controls
 
 def split_rows(split, T, n, corpus=corpus):
-    """ n rows of a split, spread evenly over it, cut as train.py cuts them (BOS + a window of up to T-1 bytes of one
-        document) -> X (n, T) long, M (n, T) bool real positions """
-    path = os.path.join(corpus, split)
-    if not os.path.exists(path + '_offsets.npy'):
-        raise SystemExit(f"experiments.py: {path}_offsets.npy is missing: run `python prepare.py "
-                         f"{os.path.basename(corpus)} --out_dir={corpus}`")
-    data, off = np.memmap(path + '.bin', dtype=np.uint8, mode='r'), np.load(path + '_offsets.npy')
-    start = np.concatenate([np.arange(a, b, T - 1) for a, b in zip(off[:-1], off[1:])]) # every window
-    end = np.minimum(start + T - 1, np.repeat(off[1:], -(-np.diff(off) // (T - 1))))
+    """ n rows of a split, spread evenly over it, cut as train.py cuts them (common.row_index: BOS + a window of up to
+        T-1 bytes of one document) -> X (n, T) long, M (n, T) bool real positions """
+    remake = f"run `python prepare.py {os.path.basename(corpus)} --out_dir={corpus}`"
+    if not os.path.exists(os.path.join(corpus, f'{split}_offsets.npy')):
+        raise SystemExit(f"experiments.py: {os.path.join(corpus, split)}_offsets.npy is missing: {remake}")
+    data, off = load_split(corpus, split, remake)
+    start, length = row_index(off, T - 1)
     picked = np.unique(np.linspace(0, len(start) - 1, min(n, len(start))).round().astype(np.int64))
     X, M = torch.zeros(len(picked), T, dtype=torch.long), torch.zeros(len(picked), T, dtype=torch.bool)
-    for i, r in enumerate(picked):
-        n_i = end[r] - start[r]
-        X[i, 0], X[i, 1:1 + n_i], M[i, :1 + n_i] = BOS, torch.from_numpy(data[start[r]:end[r]].astype(np.int64)), True
+    for i, (a, n_i) in enumerate(zip(start[picked], length[picked])):
+        X[i, 0], X[i, 1:1 + n_i], M[i, :1 + n_i] = BOS, torch.from_numpy(data[a:a + n_i].astype(np.int64)), True
     return X, M
 
 @torch.no_grad()
@@ -135,41 +133,15 @@ def rule_rate(gater, X, M):
     return boundary_metrics(counts)['rate']
 
 def bpe_encoding(tokens, m):
-    """ a tiktoken encoding of the 256 bytes and the first m learned tokens (ranks 256..), split as pretokens() """
+    """ a tiktoken encoding of the 256 bytes and the first m learned tokens (ranks 256..), split as PAT """
     import tiktoken
     ranks = {**{bytes([i]): i for i in range(256)}, **{t: 256 + j for j, t in enumerate(tokens[:m])}}
-    return tiktoken.Encoding(name=f'bpe{m}', pat_str=pretokens(), mergeable_ranks=ranks, special_tokens={})
-
-def pretokens():
-    """ bpe_pat's pre-tokenisation: GPT-2's BPE_PAT, or WORDS_PAT (a whitespace run and the word after it) """
-    from common import BPE_PAT, WORDS_PAT
-    return WORDS_PAT if bpe_pat == 'words' else BPE_PAT
+    return tiktoken.Encoding(name=f'bpe{m}', pat_str=PAT, mergeable_ranks=ranks, special_tokens={})
 
 def bpe_rate_of(enc, X, M):
     """ the rate of BPE guidance on rows X: gates where bpe_gates places them (as train.py --prescribe=bpe does) """
     G = torch.stack([bpe_gates(enc, bytes(x[1:n].tolist()), X.size(1)) for x, n in zip(X, M.sum(1).tolist())])
     return boundary_metrics(boundary_counts(X, G, M))['rate']
-
-def train_bpe(docs, max_merges):
-    """ a byte-level BPE as GPT-2's, trained by Hugging Face tokenizers: the documents (bytes) pre-tokenised by BPE_PAT,
-        then the most frequent pair of adjacent tokens merged, max_merges times (fewer if the pairs run out) -> the new
-        tokens in rank order (ranks 256, 257, ...). Invalid UTF-8 bytes are left out, as bpe_ends makes each a token
-        of its own """
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
-    # by hand: GPT-2's byte <-> character table, in which tokenizers writes byte-level tokens but keeps to itself
-    keep = [*range(33, 127), *range(161, 173), *range(174, 256)] # the bytes that stand for themselves
-    char = {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(sorted({*range(256)} - {*keep}))}}
-    byte = {c: b for b, c in char.items()}
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pretokens()), 'isolated'),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    trainer = trainers.BpeTrainer(vocab_size=256 + max_merges, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    # by hand: a str handed to tokenizers cannot hold an invalid byte (U+DC80..U+DCFF here), so the text is cut there
-    parts = (p for d in docs for p in re.split('[\udc80-\udcff]', d.decode('utf-8', errors='surrogateescape')))
-    tok.train_from_iterator(parts, trainer)
-    vocab = sorted(tok.get_vocab().items(), key=lambda kv: kv[1]) # the 256 bytes, then one token per merge
-    return [bytes(byte[c] for c in t) for t, _ in vocab[256:]]
 
 def prescribed():
     """ the controls' rates, measured once and cached in assets/controls.json: word_rate of word_ends and word_onsets
@@ -186,7 +158,7 @@ def prescribed():
     t0 = time.time()
     text = np.fromfile(os.path.join(corpus, 'train.bin'), dtype=np.uint8).tobytes()
     off = np.load(os.path.join(corpus, 'train_offsets.npy'))
-    tokens = train_bpe((text[i:j] for i, j in zip(off[:-1], off[1:])), bpe_max_merges) # document by document
+    tokens = train_bpe((text[i:j] for i, j in zip(off[:-1], off[1:])), bpe_max_merges, PAT) # doc by doc
     lo, hi, rates = 0, len(tokens), {} # the rate falls as merges are added: bisect for the crossing
     def rate_of(m):
         if m not in rates:
@@ -197,11 +169,7 @@ def prescribed():
         lo, hi = (mid, hi) if rate_of(mid) > bpe_rate else (lo, mid)
     m = min((lo, hi), key=lambda m: abs(rate_of(m) - bpe_rate))
     file = os.path.join(corpus, f"bpe_rate{bpe_rate}{'.words' if bpe_pat == 'words' else ''}.tiktoken") # (load_bpe)
-    import base64
-    with open(file + '.tmp', 'w') as f: # tiktoken's format, "base64(token) rank" per line (its writer needs blobfile)
-        f.writelines(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate([bytes([i]) for i in range(256)]
-                                                                                    + tokens[:m]))
-    os.replace(file + '.tmp', file)
+    save_bpe(tokens[:m], file)
     res['bpe'] = dict(path=os.path.abspath(file), merges=m, rate=rates[m], trained_merges=len(tokens),
                       train_bytes=len(text), seconds=round(time.time() - t0))
     print(f"BPE on {len(text):,} train bytes: {m} merges give rate {rates[m]:.4f} (target {bpe_rate}) -> {file}")
@@ -248,26 +216,16 @@ def state(run):
             pass # it died without a word: train it again
     return 'todo'
 
-def read_log(out_dir, split='val'):
-    path = os.path.join(out_dir, 'log.jsonl')
-    if not os.path.exists(path):
-        return []
-    return [r for r in (json.loads(line) for line in open(path) if line.endswith('\n')) if r['split'] == split]
-
-def max_iters_of(cmd):
-    """ the last step of a train.py command: train.py's default, then its config files, then its flags """
-    n = None
-    for a in [os.path.join(HERE, 'train.py')] + cmd[1:]:
-        if a.startswith('--max_iters='):
-            n = int(a.partition('=')[2])
-        elif not a.startswith('--'):
-            found = re.findall(r'^max_iters = (\d+)', open(os.path.join(HERE, a)).read(), re.M)
-            n = int(found[-1]) if found else n
-    return n
+def at_last_step(run):
+    """ whether train.txt's last val line is at the run's last step ("iter 9600/9600 val: ..."): a run stopped from
+        outside (SIGTERM saves and exits 0) ends before it """
+    evals = re.findall(r'^iter (\d+)/(\d+) val:', open(os.path.join(run['out_dir'], 'train.txt')).read(), re.M)
+    return bool(evals) and evals[-1][0] == evals[-1][1]
 
 def finish(run, wall):
     """ the record of a finished run, from its log.jsonl: written to assets/ at once (atomically) """
-    val, speed = read_log(run['out_dir']), [r['bytes_per_sec'] for r in read_log(run['out_dir'], 'train')]
+    log = [json.loads(line) for line in open(os.path.join(run['out_dir'], 'log.jsonl')) if line.endswith('\n')]
+    val, speed = [r for r in log if r['split'] == 'val'], [r['bytes_per_sec'] for r in log if r['split'] == 'train']
     res = dict(name=run['name'], **run['meta'], args=run['args'], command=run['command'], bytes=val[-1]['bytes'],
                wall_s=wall, bytes_per_sec=sorted(speed)[len(speed) // 2] if speed else None, val=val[-1],
                curve=[{k: r.get(k) for k in ['iter', 'bytes'] + VAL_KEYS} for r in val])
@@ -324,7 +282,7 @@ def train(plan):
                     failed.add(run['name'])
                     tail = open(os.path.join(run['out_dir'], 'train.txt')).read().strip().splitlines()[-1:] or ['']
                     print(f"experiments.py: {run['name']} failed (exit {p.returncode}): {tail[0]}", flush=True)
-                elif read_log(run['out_dir'])[-1:] and read_log(run['out_dir'])[-1]['iter'] != max_iters_of(run['cmd']):
+                elif not at_last_step(run):
                     stopped.add(run['name']) # stopped from outside (SIGTERM saves and exits 0): resumed next time
                     print(f"experiments.py: {run['name']} stopped before its last step; it resumes when rerun")
                 else:
@@ -339,15 +297,21 @@ def train(plan):
             write_info(run, returncode=p.returncode, wall_before=wall_of(run, t0))
     return failed, stopped
 
-def mean_std(rows, per_seed):
-    """ mean and std (over seeds, ddof 1; None for one seed) of each val key into rows """
-    for k in VAL_KEYS:
-        v = per_seed[k]
-        rows[k], rows[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
-    return rows
+def summarize(rs, **fields):
+    """ the records of one setting's seeds -> its row: fields, the seeds, each val key seed by seed (per_seed), and
+        its mean and std over seeds (ddof 1; None for one seed) """
+    row = dict(fields, seeds=[r['seed'] for r in rs], bytes=rs[0]['bytes'], command=rs[0]['command'],
+               per_seed={k: [r['val'][k] for r in rs] for k in VAL_KEYS})
+    for k, v in row['per_seed'].items():
+        row[k], row[k + '_std'] = float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None
+    return row
+
+def cell(row, k):
+    """ a val key of a row, as a table shows it: mean ± std over seeds, or the one seed's value """
+    return f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(row['seeds']) > 1 else f"{row[k]:.3f}"
 
 # -----------------------------------------------------------------------------
-# the tables of settings: levers, controls, ablations, english, compare, paper_run
+# the tables of settings: levers, controls, ablations, english, paper_run
 
 def homes(name):
     """ table -> {setting: the table whose folder holds its runs} (levers' learned gater serves the controls; the
@@ -409,21 +373,15 @@ def tabulate(name):
     home, pairs = homes(name), picked(name)
     paths = [os.path.join(assets, home[s], f'{s}_s{k}.json') for s, k in pairs]
     recs = [json.load(open(p)) for p in paths if os.path.exists(p)]
-    groups = {}
-    for r in recs:
-        groups.setdefault(r['setting'], []).append(r)
+    groups = {s: [r for r in recs if r['setting'] == s] for s in dict.fromkeys(r['setting'] for r in recs)}
     rows = []
     print(f"\n$ {command}\n{len(recs)} of {len(pairs)} runs finished; train.py's last val row, mean ± std over seeds\n"
           f"| setting | seeds | MB seen | bytes/s | " + ' | '.join(VAL_KEYS) + ' |\n|---|---|---|---|' +
           '---|' * len(VAL_KEYS))
     for setting, rs in groups.items():
-        row = mean_std(dict(setting=setting, seeds=[r['seed'] for r in rs], bytes=rs[0]['bytes'],
-                            command=rs[0]['command'], bytes_per_sec=rs[0].get('bytes_per_sec')),
-                       {k: [r['val'][k] for r in rs] for k in VAL_KEYS})
-        rows.append(row)
-        cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(rs) > 1 else f"{row[k]:.3f}"
+        rows.append(row := summarize(rs, setting=setting, bytes_per_sec=rs[0].get('bytes_per_sec')))
         print(f"| {setting} | {len(rs)} | {row['bytes'] / 1e6:.1f} | {row['bytes_per_sec'] or 0:,.0f} | " +
-              ' | '.join(cell(k) for k in VAL_KEYS) + ' |')
+              ' | '.join(cell(row, k) for k in VAL_KEYS) + ' |')
     os.makedirs(assets, exist_ok=True)
     with open(os.path.join(assets, f'{name}_table.json'), 'w') as f:
         json.dump(dict(command=command, rows=rows), f, indent=1)
@@ -599,15 +557,10 @@ def ladder_rows():
             recs.setdefault((rung, method), []).append(res)
     for (rung, method), rs in sorted(recs.items(), key=lambda kv: (kv[0][0], [*METHODS, *GATE_LEVERS].index(kv[0][1]))):
         draws = int(dict(a[2:].split('=') for a in rs[0]['args'][1:] if a.startswith('--')).get('draws', 1))
-        per_seed = {k: [r['val'][k] for r in rs] for k in VAL_KEYS}
-        row = mean_std(dict(rung=rung, method=method, seeds=[r['seed'] for r in rs], target=rs[0]['target'],
-                            bytes=rs[0]['bytes'], command=rs[0]['command'], # (each draw of a row costs its bytes again)
-                            flops=ladder_flops(rung) * rs[0]['bytes'] * draws,
-                            edges=sum(on_edges(r['val']) for r in rs),
-                            per_seed=per_seed), per_seed)
+        row = summarize(rs, rung=rung, method=method, target=rs[0]['target'], edges=sum(on_edges(r['val']) for r in rs),
+                        flops=ladder_flops(rung) * rs[0]['bytes'] * draws) # (each draw of a row costs its bytes again)
         row['bpb_range'] = max(row['per_seed']['bpb']) - min(row['per_seed']['bpb'])
         row['equal_rate'] = all(abs(v - LADDER_RATE) <= LADDER_TOL for v in row['per_seed']['rate'])
-        row['complete'] = len(rs) == n_seeds(rung, method) # (every planned seed is in)
         rows.append(row)
     return rows, waiting
 
@@ -673,14 +626,6 @@ def ladder_predict(rows):
     os.makedirs(assets, exist_ok=True)
     with open(path, 'w') as f:
         json.dump(res, f, indent=1)
-    print(f"\nrung 4 predicted ({res['fit']}; interval: {res['interval']}), at {fit['rung4_flops']:.2e} FLOPs:")
-    for m, f in fit['methods'].items():
-        print(f"  {m}: {f['at_rung4']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] (slope {f['slope']:.3f} per decade)")
-    for m, g in fit['gaps'].items():
-        cross = f"crosses 0 at {g['crossing_flops']:.2e} FLOPs, learned {'ahead' if g['slope'] < 0 else 'behind'} " \
-            "beyond" if g['crossing_flops'] else 'parallel'
-        print(f"  learned - {m}: {g['at_rung4']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}], learned ahead in "
-              f"{g['ahead']:.0%} of refits; the line {cross}")
     print(f"wrote {path}")
 
 def ladder_tabulate():
@@ -692,10 +637,9 @@ def ladder_tabulate():
           f"precision > 0.4)\n| rung | method | seeds | MB seen | FLOPs | bpb | range | rate | word_boundary | "
           f"boundary_precision | edges |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        cell = lambda k: f"{row[k]:.3f} ± {row[k + '_std']:.3f}" if len(row['seeds']) > 1 else f"{row[k]:.3f}"
         print(f"| {row['rung']} | {row['method']}{'' if row['equal_rate'] else ' (rate off)'} | {len(row['seeds'])} | "
-              f"{row['bytes'] / 1e6:.1f} | {row['flops']:.1e} | {cell('bpb')} | {row['bpb_range']:.3f} | "
-              f"{row['rate']:.3f} | {cell('word_boundary')} | {cell('boundary_precision')} | "
+              f"{row['bytes'] / 1e6:.1f} | {row['flops']:.1e} | {cell(row, 'bpb')} | {row['bpb_range']:.3f} | "
+              f"{row['rate']:.3f} | {cell(row, 'word_boundary')} | {cell(row, 'boundary_precision')} | "
               f"{row['edges']}/{len(row['seeds'])} |")
     for rung in sorted({r['rung'] for r in rows}): # word edges: a reported metric, seed by seed
         for r in [r for r in rows if r['rung'] == rung and (r['method'] == 'learned' or r['method'] in GATE_LEVERS)]:
@@ -715,16 +659,19 @@ def ladder_tabulate():
     pred = json.load(open(pred_path)) if os.path.exists(pred_path) else None
     held = {}
     r4 = {r['method']: r for r in rows if r['rung'] == 4}
-    if pred and r4: # the prediction beside what rung 4 measured
-        print(f"\nrung 4, predicted from rungs 1-3 ({pred['made']}) beside measured:\n| | predicted [95%] | measured |"
-              f" held |\n|---|---|---|---|")
-        for m, f in [*pred['methods'].items(), *((f'learned - {m}', g) for m, g in pred['gaps'].items())]:
-            a, b = m.split(' - ') if ' - ' in m else (m, None)
-            if a in r4 and (b is None or b in r4):
-                v = r4[a]['bpb'] - (r4[b]['bpb'] if b else 0)
-                held[m] = dict(measured=v, seeds=len(r4[a]['seeds']), held=f['lo'] <= v <= f['hi'])
-                print(f"| {m} | {f['at_rung4']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] | {v:.3f} | "
-                      f"{'yes' if held[m]['held'] else 'no'} |")
+    if pred: # the prediction, and beside it what rung 4 measured
+        print(f"\nrung 4 ({pred['rung4_flops']:.2e} FLOPs), predicted from rungs 1-3 ({pred['made']}: {pred['fit']}; "
+              f"interval: {pred['interval']}), beside what it measured:\n| | predicted [95%] | learned ahead in | "
+              f"the gap's line meets 0 at | measured | held |\n|---|---|---|---|---|---|")
+    for m, f in [*pred['methods'].items(), *((f'learned - {m}', g) for m, g in pred['gaps'].items())] if pred else []:
+        a, b = m.split(' - ') if ' - ' in m else (m, None)
+        if a in r4 and (b is None or b in r4):
+            v = r4[a]['bpb'] - (r4[b]['bpb'] if b else 0)
+            held[m] = dict(measured=v, seeds=len(r4[a]['seeds']), held=f['lo'] <= v <= f['hi'])
+        cross = f"{f['crossing_flops']:.2e} FLOPs" if f.get('crossing_flops') else 'none'
+        print(f"| {m} | {f['at_rung4']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] | " +
+              (f"{f['ahead']:.0%} of refits | {cross} | " if b else '| | ') + (f"{held[m]['measured']:.3f} | "
+              f"{'yes' if held[m]['held'] else 'no'} |" if m in held else '| |'))
     os.makedirs(assets, exist_ok=True)
     path = os.path.join(assets, 'ladder_table.json')
     with open(path, 'w') as f:
@@ -774,13 +721,12 @@ def ladder_figure(rows, pred):
         a.set_xticks(list(ticks.values()), [f"rung {k}\n{v:.1e}" + (edges.get(k, '') if a is ax else '')
                                             for k, v in ticks.items()], fontsize=8)
         a.minorticks_off()
+        if full:
+            a.legend(fontsize=7)
     ax.set_ylabel('val bits per byte'), ax2.set_ylabel('learned minus the method (below 0: learned ahead)')
     ax.set_title(f"pycode, val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range over seeds", fontsize=9)
     ax2.set_title("the learned gater's gap, ± its standard error over seeds", fontsize=9)
     fig.tight_layout()
-    for a in (ax, ax2):
-        if full:
-            a.legend(fontsize=7)
     plt.savefig(os.path.join(assets, 'ladder.png'), dpi=120, bbox_inches='tight')
     plt.close(fig)
 
