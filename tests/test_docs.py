@@ -1,7 +1,8 @@
 """
 The text against the code: every file the README, dev/ and the code's comments and docstrings cite is in the
 repository (a clone has nothing beside it); the README's method table names every variant of model.py with the
-config/method_*.py that runs it, as that config sets it; its first read names what the code defines.
+config/method_*.py that runs it, as that config sets it; its first read names what the code defines; its ladder table
+is the committed records' (assets/ladder_table.json).
 Run: python -m pytest -q tests/test_docs.py   (a few seconds)
 """
 import ast
@@ -125,3 +126,39 @@ def test_the_first_read_names_what_the_code_defines():
     names = re.findall(r"`([\w.]+)`", para)
     assert {'SequentialGater', 'chunk_ids', 'ByteUNet.__init__', 'position_mean', 'KVCache'} <= set(names)
     assert set(names) <= defined, f"the README's first read names what the code does not define: {set(names) - defined}"
+
+
+# the README's ladder table against the records it reports (assets/ladder_table.json, which `--tabulate_only` rebuilds)
+
+LADDER_LABELS = {'learned': 'learned', 'random': 'random', 'word ends': 'word_ends', 'H-Net': 'hnet', 'Nawrot': 'nawrot'}
+
+
+def test_readme_ladder_table_is_the_committed_records():
+    """ every cell of the README's ladder table is its rung and method's mean ± std over seeds and, where it says so,
+        its seeds on word edges, as assets/ladder_table.json holds them: a record that lands without the text moving
+        (or a number typed by hand) fails here """
+    import json
+    readme = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    head = re.search(r"^\| val bpb, mean ± std over seeds[^\n]*\|\n\|[-|]+\|\n((?:\|[^\n]*\|\n)+)", readme, re.M)
+    assert head, "README: no ladder table headed '| val bpb, mean ± std over seeds'"
+    rungs = [int(r) for r in re.findall(r"\| rung (\d+)", head.group(0).splitlines()[0])]
+    table = json.load(open(os.path.join(ROOT, 'assets', 'ladder_table.json'), encoding='utf-8'))
+    rows = {(r['rung'], r['method']): r for r in table['rows']}
+    seen = set()
+    for line in head.group(1).splitlines():
+        label, *cells = [c.strip() for c in line.strip('|').split('|')]
+        method = next(m for k, m in LADDER_LABELS.items() if label.startswith(k))
+        assert len(cells) == len(rungs), f"README: the ladder row {label!r} has {len(cells)} cells for {len(rungs)} rungs"
+        for rung, c in zip(rungs, cells):
+            row = rows.get((rung, method))
+            assert row, f"README: rung {rung}, {method} shows {c!r}; assets/ladder_table.json has no such row"
+            m = re.fullmatch(r"(\d\.\d{3}) ± (\d\.\d{3})(?: \((\d+) of (\d+)\))?", c)
+            assert m, f"README: rung {rung}, {method}: {c!r} is not 'mean ± std' with an optional '(k of n)'"
+            assert m.group(1, 2) == (f"{row['bpb']:.3f}", f"{row['bpb_std']:.3f}"), \
+                f"README: rung {rung}, {method} says {c!r}; the records give {row['bpb']:.3f} ± {row['bpb_std']:.3f}"
+            if m[3]:
+                assert (int(m[3]), int(m[4])) == (row['edges'], len(row['seeds'])), \
+                    f"README: rung {rung}, {method} says {m[3]} of {m[4]} on word edges; the records give " \
+                    f"{row['edges']} of {len(row['seeds'])}"
+            seen.add(method)
+    assert seen == set(LADDER_LABELS.values()), f"README: the ladder table lacks {set(LADDER_LABELS.values()) - seen}"
