@@ -161,7 +161,7 @@ KEYS = {
     'experiments.py:ladder_methods': "str: ladder: a subset of its methods, comma-separated ('': all, and the levers)",
     'experiments.py:skip': "str: ladder: runs left out, 'r<rung>/<method>,...'",
     'experiments.py:ladder_seeds': "int > 0: ladder: seeds 1..n of every method",
-    'experiments.py:learned_seeds': "int > 0: ladder: seeds 1..n of the learned gater at rungs 1-3",
+    'experiments.py:more_seeds': "int > 0: ladder: seeds 1..n of a method at the rungs experiments.MORE_SEEDS names",
     'experiments.py:ladder_compile': "bool: ladder: train.py --compile",
     'experiments.py:cal_seed': "int > 0: ladder: the seed a calibration target is tried on first",
     'experiments.py:cal_tol': "float in (0, 0.1): ladder: a target holds once its seeds' mean val rate is this close "

@@ -103,7 +103,7 @@ def test_bad_ladder_input_is_one_line(ladder, tmp_path, arg, msg):
 
 def test_the_learned_gaters_extra_seeds_come_after_every_rungs_first(ladder):
     # a ladder cut short holds `ladder_seeds` seeds of every method at every rung before the learned gater's 4th
-    res = ladder('--rungs=1,2', '--ladder_methods=learned', '--learned_seeds=2')
+    res = ladder('--rungs=1,2', '--ladder_methods=learned', '--more_seeds=2')
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     order = [line.split('--out_dir=')[1].split()[0].split('ladder/')[1] for line in res.stdout.splitlines()
              if line.startswith('$ python train.py')]
@@ -162,7 +162,7 @@ def test_the_fit_recovers_a_line_and_its_crossing():
 
 def test_rung_4_is_predicted_once_before_it_trains(ladder, tmp_path):
     args = ['--table=ladder', '--iters=4', '--eval_iters=1', '--ladder_compile=False', '--ladder_seeds=2',
-            '--learned_seeds=2', '--ladder_methods=learned,random,hnet', '--cal_tol=0.01', '--boot=200',
+            '--more_seeds=2', '--ladder_methods=learned,random,hnet', '--cal_tol=0.01', '--boot=200',
             f'--assets={tmp_path}/assets', f'--out_root={tmp_path}/out', f'--data_dir={ladder.root}/data']
     ex = experiments(*args)
     bpb = lambda run: {'learned': 3.0, 'random': 3.1, 'hnet': 2.95}[run['meta']['method']] - 0.1 * run['meta'][
