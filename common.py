@@ -464,19 +464,19 @@ def gpu_peak_flops(name):
 # the corpus files prepare.py writes: <split>.bin, the documents' bytes one after another, and <split>_offsets.npy,
 # where each document starts (n_docs + 1 integers from 0 to the file's size)
 
-def load_split(data_path, split, remake):
+def load_split(data_path, split, remake, script='train.py'):
     """ the bytes of a split and its document boundaries, checked: a broken file is one line, not a wrong run """
     path = os.path.join(data_path, f'{split}_offsets.npy')
     try:
         off = np.load(path)
     except Exception as e: # not an .npy file at all
-        raise SystemExit(f"train.py: {path} is not a NumPy offsets file ({type(e).__name__}); {remake}")
+        raise SystemExit(f"{script}: {path} is not a NumPy offsets file ({type(e).__name__}); {remake}")
     size = os.path.getsize(os.path.join(data_path, f'{split}.bin'))
     if off.ndim != 1 or off.dtype.kind not in 'iu' or len(off) < 2 or off[0] != 0 or np.any(np.diff(off) <= 0):
-        raise SystemExit(f"train.py: {path} is not n_docs+1 increasing integers from 0 ({off.dtype} {off.shape}); "
+        raise SystemExit(f"{script}: {path} is not n_docs+1 increasing integers from 0 ({off.dtype} {off.shape}); "
                          f"{remake}")
     if off[-1] != size:
-        raise SystemExit(f"train.py: {path} ends at byte {off[-1]:,} but {split}.bin has {size:,} bytes; {remake}")
+        raise SystemExit(f"{script}: {path} ends at byte {off[-1]:,} but {split}.bin has {size:,} bytes; {remake}")
     return np.memmap(os.path.join(data_path, f'{split}.bin'), dtype=np.uint8, mode='r'), off.astype(np.int64)
 
 
@@ -529,11 +529,11 @@ def restart_log(log_path, iter_num):
     os.replace(log_path + '.tmp', log_path)
 
 
-def open_corpus(data_dir, dataset, block_size):
+def open_corpus(data_dir, dataset, block_size, script='train.py'):
     """ data_dir/dataset -> data, row_start, row_len: per split (train, val) its bytes, and the start and length of
         every row, a row being BOS + a window of up to block_size-1 bytes of one document (a document of n bytes gives
         ceil(n/(block_size-1)) rows). Anything missing or broken is one line naming the file and the command that
-        makes it """
+        makes it, from `script` """
     data_path = os.path.join(data_dir, dataset)
     needed = [os.path.join(data_path, f'{s}{x}') for s in ('train', 'val') for x in ('.bin', '_offsets.npy')]
     named = dataset in ('pycode', 'pydocs', 'fineweb', 'codeparrot') # the corpora prepare.py makes by name
@@ -542,13 +542,13 @@ def open_corpus(data_dir, dataset, block_size):
     if not named and not any(map(os.path.exists, needed)): # a name prepare.py does not know: say what is there
         there = sorted(d for d in os.listdir(data_dir) if os.path.exists(os.path.join(data_dir, d, 'train.bin'))) \
             if os.path.isdir(data_dir) else []
-        raise SystemExit(f"train.py: --dataset={dataset} is not in {data_dir} (it has: {', '.join(there) or 'none'});"
+        raise SystemExit(f"{script}: --dataset={dataset} is not in {data_dir} (it has: {', '.join(there) or 'none'});"
                          f" {remake}")
     for f in needed:
         if not os.path.exists(f):
-            raise SystemExit(f"train.py: {f} is missing: {remake}")
+            raise SystemExit(f"{script}: {f} is missing: {remake}")
     data, row_start, row_len = {}, {}, {}
     for split in ('train', 'val'):
-        data[split], off = load_split(data_path, split, remake)
+        data[split], off = load_split(data_path, split, remake, script)
         row_start[split], row_len[split] = row_index(off, block_size - 1)
     return data, row_start, row_len

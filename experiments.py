@@ -74,7 +74,7 @@ check_config(globals(), 'experiments.py') # every key against its row: one line,
 HERE = os.path.dirname(os.path.abspath(__file__)) # train.py runs here (it opens configurator.py by a relative path)
 command = 'python experiments.py ' + ' '.join(sys.argv[1:])
 from model import UNetConfig, ByteUNet, BOS, boundary_counts, boundary_metrics
-from common import BPE_PAT, WORDS_PAT, bpe_gates, load_checkpoint, load_split, row_index, save_bpe, train_bpe
+from common import BPE_PAT, WORDS_PAT, bpe_gates, load_checkpoint, open_corpus, save_bpe, train_bpe
 
 VAL_KEYS = ['bpb', 'rate', 'ws_boundary', 'word_boundary', 'boundary_precision'] # train.py's val row, model.py's
 TABLES = ('ladder', 'levers', 'controls', 'ablations', 'english', 'paper_run')
@@ -112,13 +112,9 @@ def rel(path):
 # the corpus as train.py reads it, and the prescribed boundaries of the controls
 
 def split_rows(split, T, n, corpus=corpus):
-    """ n rows of a split, spread evenly over it, cut as train.py cuts them (common.row_index: BOS + a window of up to
-        T-1 bytes of one document) -> X (n, T) long, M (n, T) bool real positions """
-    remake = f"run `python prepare.py {os.path.basename(corpus)} --out_dir={corpus}`"
-    if not os.path.exists(os.path.join(corpus, f'{split}_offsets.npy')):
-        raise SystemExit(f"experiments.py: {os.path.join(corpus, split)}_offsets.npy is missing: {remake}")
-    data, off = load_split(corpus, split, remake)
-    start, length = row_index(off, T - 1)
+    """ n rows of a split, spread evenly over it, cut as train.py cuts them (common.open_corpus: BOS + a window of up
+        to T-1 bytes of one document, each file checked) -> X (n, T) long, M (n, T) bool real positions """
+    data, start, length = (d[split] for d in open_corpus(*os.path.split(corpus), T, 'experiments.py'))
     picked = np.unique(np.linspace(0, len(start) - 1, min(n, len(start))).round().astype(np.int64))
     X, M = torch.zeros(len(picked), T, dtype=torch.long), torch.zeros(len(picked), T, dtype=torch.bool)
     for i, (a, n_i) in enumerate(zip(start[picked], length[picked])):

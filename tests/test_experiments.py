@@ -202,6 +202,20 @@ def test_bad_input_is_one_line_and_writes_nothing(exp, tmp_path):
         assert not os.path.exists(tmp_path / 'assets') and not os.path.exists(tmp_path / 'out')
 
 
+
+def test_a_missing_corpus_file_is_one_line_naming_experiments_py(exp, tmp_path):
+    """ experiments.py reads rows through train.py's own checked reader (common.open_corpus): a corpus without one
+        of its files stops with one line that names the file, the command that remakes it, and experiments.py """
+    import shutil
+    shutil.copytree(exp.root / 'data' / 'pycode', tmp_path / 'data' / 'pycode')
+    os.remove(tmp_path / 'data' / 'pycode' / 'train_offsets.npy')
+    res = exp('--table=ladder', '--tabulate_only=True', '--ladder_methods=word_ends', f'--data_dir={tmp_path}/data',
+              f'--assets={tmp_path}/assets', check=False) # the word ends' rate is measured on train rows
+    line = f"experiments.py: {tmp_path}/data/pycode/train_offsets.npy is missing: make it with `python prepare.py " \
+           f"pycode --out_dir={tmp_path}/data/pycode`"
+    assert res.returncode == 1 and res.stderr.strip() == line, res.stderr
+    assert not os.path.exists(tmp_path / 'assets')
+
 def test_paper_run_trains_random_and_sequential_on_sitepy(exp):
     """ the one-GPU paper run, shrunk to a CPU: prepare.py makes sitepy from a folder of .py files, then both configs
         train with the flags given, and the JSON holds each run's val rows from train.py's log """
