@@ -147,7 +147,8 @@ def test_readme_ladder_table_is_the_committed_records():
     seen = set()
     for line in head.group(1).splitlines():
         label, *cells = [c.strip() for c in line.strip('|').split('|')]
-        method = next(m for k, m in LADDER_LABELS.items() if label.startswith(k))
+        method = next((m for k, m in LADDER_LABELS.items() if label.startswith(k)), None)
+        assert method, f"README: the ladder row {label!r} names no method of {list(LADDER_LABELS)}"
         assert len(cells) == len(rungs), f"README: the ladder row {label!r} has {len(cells)} cells for {len(rungs)} rungs"
         for rung, c in zip(rungs, cells):
             row = rows.get((rung, method))
