@@ -21,8 +21,8 @@ import pytest
 import torch
 
 
-if signal.getsignal(signal.SIGINT) is signal.SIG_IGN: # a background job (`cmd &`) starts with Ctrl-C ignored, and
-    signal.signal(signal.SIGINT, signal.default_int_handler) # so would every script a test signals: they hang
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN: # a background job (`cmd &`) starts with Ctrl-C ignored and
+    signal.signal(signal.SIGINT, signal.default_int_handler) # passes that on: a test's Ctrl-C would be lost
 SIGINT = signal.getsignal(signal.SIGINT) # pytest's: Ctrl-C stops the tests
 
 
