@@ -202,7 +202,6 @@ def test_bad_input_is_one_line_and_writes_nothing(exp, tmp_path):
         assert not os.path.exists(tmp_path / 'assets') and not os.path.exists(tmp_path / 'out')
 
 
-
 def test_a_missing_corpus_file_is_one_line_naming_experiments_py(exp, tmp_path):
     """ experiments.py reads rows through train.py's own checked reader (common.open_corpus): a corpus without one
         of its files stops with one line that names the file, the command that remakes it, and experiments.py """
@@ -215,6 +214,7 @@ def test_a_missing_corpus_file_is_one_line_naming_experiments_py(exp, tmp_path):
            f"pycode --out_dir={tmp_path}/data/pycode`"
     assert res.returncode == 1 and res.stderr.strip() == line, res.stderr
     assert not os.path.exists(tmp_path / 'assets')
+
 
 def test_paper_run_trains_random_and_sequential_on_sitepy(exp):
     """ the one-GPU paper run, shrunk to a CPU: prepare.py makes sitepy from a folder of .py files, then both configs
