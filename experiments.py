@@ -416,8 +416,11 @@ METHODS = {'learned': [], 'random': ['--gater=uniform'], 'word_ends': ['--gater=
            'hnet': ['config/method_hnet.py', '--rate_weight=0.1'], 'nawrot': ['config/method_nawrot.py']}
 # (H-Net's ratio loss at 0.1, not its config's 0.03: at 0.03 seed 1's val rate moved 0.195-0.221 between targets
 # 0.1637 and 0.1695, and seed 2 ended at 0.210 where seed 1 had 0.195: no target held every seed within 0.01)
-CALIBRATE = {'hnet': 0.18, 'nawrot': 0.284} # first guesses of the rate targets that end at 0.2 at rung 1 (their
-# configs' target 0.2 ends at 0.238 and 0.141): the straight-through gaters' hard rate is not what their loss holds
+CALIBRATE = { # method -> {the first rung its rate target is calibrated at: the first guess there}; above, each rung
+    # starts from the target of the rung below. The straight-through gaters' hard rate is not what their loss holds:
+    'hnet': {1: 0.18}, 'nawrot': {1: 0.284}, # (their configs' target 0.2 ends at 0.238 and 0.141 at rung 1)
+    'learned': {4: 0.2}} # rungs 1-3 end at 0.2 ± 0.01 uncalibrated, rung 4 at 0.207 on the mean of seeds 1-3
+PLAIN = {'learned': 0.2} # a target that is train.py's own --rate: its runs are the plain ones, r<rung>/<method>_s<seed>
 GATE_LEVERS = { # the learned gater's levers: does one make its segmentation reliable, or its seeds less spread?
     'warmup400': ['--gate_warmup=400'],      # random boundaries for the first 400 steps (where the basin was set)
     'scale05': ['--gate_scale=0.5'],         # between the quick start's 1 and the 1/4 that found edges late
@@ -448,6 +451,8 @@ def method_args(method):
 
 def ladder_run(rung, method, seed, target=None):
     """ one run of the ladder, r<rung>/<method>[_t<target>]_s<seed> """
+    if target is not None and target == PLAIN.get(method): # train.py's default: the plain run, without --rate
+        target = None
     name = f'{method}_t{target:.4f}' if target is not None else method
     cfgs = [a for a in method_args(method) if not a.startswith('--')]
     flags = [a for a in method_args(method) if a.startswith('--')]
@@ -474,14 +479,20 @@ def cal_seeds():
     """ the seeds a calibration target runs on: cal_seed first, then the others of 1..ladder_seeds """
     return [cal_seed] + [s for s in range(1, ladder_seeds + 1) if s != cal_seed]
 
+def calibrated(rung, method):
+    """ is the method's rate target calibrated at this rung (CALIBRATE), or is train.py's own --rate taken? """
+    return method in CALIBRATE and rung >= min(CALIBRATE[method])
+
 def calibration(rung, method):
     """ the rate target of a calibrated method at a rung -> (target, finished?, tried: [(target, mean val rate,
-        seeds)]), or None while the rung below is not calibrated. From the rung below's target (CALIBRATE's guess at
-        rung 1), a target is run on cal_seed, and stepped by next_target while that is off 0.2 by more than cal_tol;
+        seeds)]), or None while the rung below is not calibrated (or this one is not, by CALIBRATE). From the rung
+        below's target (CALIBRATE's guess at the first rung), a target is run on cal_seed, and stepped by next_target while that is off 0.2 by more than cal_tol;
         once it is within, the target runs on seeds 1..ladder_seeds too, and holds if their mean val rate is within
         cal_tol (a target set on one seed can miss on the others). At most cal_tries targets, then the closest """
-    if rung == min(RUNGS):
-        t = CALIBRATE[method]
+    if not calibrated(rung, method):
+        return None
+    if rung == min(CALIBRATE[method]):
+        t = CALIBRATE[method][rung]
     else:
         below = calibration(rung - 1, method)
         if below is None or not below[1]:
@@ -518,7 +529,7 @@ def ladder_plan():
         first, rest = [], []
         for m in methods:
             target = None
-            if m in CALIBRATE:
+            if calibrated(rung, m):
                 cal = calibration(rung, m)
                 if cal is None or not cal[1]:
                     waiting.append(f'r{rung}/{m}')
@@ -552,7 +563,8 @@ def ladder_rows():
     for run in plan:
         rung, method, target = run['meta']['rung'], run['meta']['method'], run['meta']['target']
         res = result(run)
-        if res and (target is None or target == (calibration(rung, method) or [0])[0]):
+        if res and (not calibrated(rung, method) or (PLAIN.get(method) if target is None else target) ==
+                    (calibration(rung, method) or [None])[0]):
             recs.setdefault((rung, method), []).append(res)
     for (rung, method), rs in sorted(recs.items(), key=lambda kv: (kv[0][0], [*METHODS, *GATE_LEVERS].index(kv[0][1]))):
         draws = int(dict(a[2:].split('=') for a in rs[0]['args'][1:] if a.startswith('--')).get('draws', 1))
