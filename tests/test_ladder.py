@@ -1,6 +1,7 @@
 """
 experiments.py --table=ladder at a tiny size (4 steps a run on a corpus of a few standard-library files): H-Net's
-rate target is calibrated by the secant steps and holds only on the mean of every seed, a run stopped by SIGTERM
+rate target is calibrated by the secant steps and holds only on the mean of every seed (the learned gater's from
+rung 4 on, its plain run the first try), a run stopped by SIGTERM
 resumes from its checkpoint, every finished run is kept in assets/ladder/, and the table and figure are rebuilt from
 those records alone (a fresh clone, with no out_dir, trains nothing again). The fit of rungs 1-3 recovers a known
 line, and its prediction of rung 4 is written once, before rung 4 may train, and set beside what rung 4 measured.
@@ -215,7 +216,6 @@ def test_rung_4_is_predicted_once_before_it_trains(ladder, tmp_path):
     assert 'predicted from rungs 1-3' in res.stdout and os.path.getsize(tmp_path / 'assets' / 'ladder.png') > 0
 
 
-
 def test_a_calibration_target_holds_on_the_mean_of_every_seed(ladder, tmp_path):
     """ a target within cal_tol on seed 1 runs on seeds 2 and 3 before it holds; off on their mean, the next target
         is stepped from the mean: a target set on one seed can miss on the others """
@@ -236,6 +236,43 @@ def test_a_calibration_target_holds_on_the_mean_of_every_seed(ladder, tmp_path):
     target, finished, tried = ex['calibration'](1, 'hnet')
     assert (target, finished) == (t1, True) and t1 != 0.18
     assert tried == [(0.18, pytest.approx(0.1907, abs=1e-4), 3), (t1, pytest.approx(0.2), 3)]
+
+
+def test_the_learned_gater_is_calibrated_from_rung_4_on(ladder, tmp_path):
+    """ at rungs 1-3 the learned gater takes train.py's own --rate; at rung 4 its plain seed-1 run is the first try
+        (target 0.2), the next target is stepped from its rate, and the row holds the runs at the chosen target only,
+        not the plain seeds that ran before the calibration """
+    ex = experiments('--table=ladder', '--iters=4', '--eval_iters=1', '--ladder_compile=False', '--rungs=3,4',
+                     '--ladder_methods=learned', '--more_seeds=3', f'--assets={tmp_path}/assets',
+                     f'--data_dir={ladder.root}/data')
+    os.makedirs(tmp_path / 'assets')
+    open(tmp_path / 'assets' / PREDICTION, 'w').write('{}') # (rung 4 is planned once a prediction is written)
+    assert not ex['calibrated'](3, 'learned') and ex['calibration'](3, 'learned') is None
+    plain = ex['ladder_run'](4, 'learned', 1, 0.2)
+    assert plain['name'] == 'r4/learned_s1' and plain['meta']['target'] is None
+    assert not [a for a in plain['args'] if a.startswith('--rate')]
+    t1 = ex['next_target']([(0.2, 0.212)])
+    rates = {(4, None, 1): 0.212, (4, None, 2): 0.195, (4, None, 3): 0.214, (4, t1, 1): 0.2, (4, t1, 2): 0.199,
+             (4, t1, 3): 0.201}
+    template, named = next(iter(records(ladder.root).values())), []
+    def write(run):
+        os.makedirs(os.path.dirname(run['asset']), exist_ok=True)
+        m = run['meta']
+        json.dump(dict(template, name=run['name'], **m, args=run['args'], command=run['command'],
+                       val=dict(template['val'], rate=rates.get((m['rung'], m['target'], m['seed']), 0.2))),
+                  open(run['asset'], 'w'))
+    for s in (1, 2, 3): # the plain seeds, trained before the calibration
+        write(ex['ladder_run'](4, 'learned', s))
+    for _ in range(6):
+        todo = [r for r in ex['ladder_plan']()[0] if ex['state'](r) == 'todo']
+        named.append(sorted((r['meta']['target'], r['meta']['seed']) for r in todo if r['meta']['rung'] == 4))
+        for run in todo:
+            write(run)
+    assert named[:3] == [[(t1, 1)], [(t1, 2), (t1, 3)], []] and t1 == round(0.2 * 0.2 / 0.212, 4)
+    assert ex['calibration'](4, 'learned') == (t1, True, [(0.2, 0.212, 1), (t1, pytest.approx(0.2), 3)])
+    rows = {r['rung']: r for r in ex['ladder_rows']()[0]}
+    assert rows[3]['target'] is None and rows[3]['seeds'] == [1, 2, 3] and rows[3]['per_seed']['rate'] == [0.2] * 3
+    assert rows[4]['target'] == t1 and rows[4]['per_seed']['rate'] == [0.2, 0.199, 0.201]
 
 
 def test_the_rows_of_experiments_keys_name_what_it_defines():
