@@ -486,9 +486,10 @@ def calibrated(rung, method):
 def calibration(rung, method):
     """ the rate target of a calibrated method at a rung -> (target, finished?, tried: [(target, mean val rate,
         seeds)]), or None while the rung below is not calibrated (or this one is not, by CALIBRATE). From the rung
-        below's target (CALIBRATE's guess at the first rung), a target is run on cal_seed, and stepped by next_target while that is off 0.2 by more than cal_tol;
-        once it is within, the target runs on seeds 1..ladder_seeds too, and holds if their mean val rate is within
-        cal_tol (a target set on one seed can miss on the others). At most cal_tries targets, then the closest """
+        below's target (CALIBRATE's guess at the first rung), a target is run on cal_seed, and stepped by next_target
+        while that is off 0.2 by more than cal_tol; once it is within, the target runs on seeds 1..ladder_seeds too,
+        and holds if their mean val rate is within cal_tol (a target set on one seed can miss on the others). At most
+        cal_tries targets, then the closest """
     if not calibrated(rung, method):
         return None
     if rung == min(CALIBRATE[method]):

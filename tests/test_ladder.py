@@ -1,10 +1,10 @@
 """
-experiments.py --table=ladder at a tiny size (4 steps a run on a corpus of a few standard-library files): H-Net's
-rate target is calibrated by the secant steps and holds only on the mean of every seed (the learned gater's from
-rung 4 on, its plain run the first try), a run stopped by SIGTERM
-resumes from its checkpoint, every finished run is kept in assets/ladder/, and the table and figure are rebuilt from
-those records alone (a fresh clone, with no out_dir, trains nothing again). The fit of rungs 1-3 recovers a known
-line, and its prediction of rung 4 is written once, before rung 4 may train, and set beside what rung 4 measured.
+experiments.py --table=ladder at a tiny size (4 steps a run on a corpus of a few standard-library files): H-Net's rate
+target is calibrated by the secant steps and holds only on the mean of every seed (the learned gater's from rung 4 on,
+its plain run the first try), a run stopped by SIGTERM resumes from its checkpoint, every finished run is kept in
+assets/ladder/, and the table and figure are rebuilt from those records alone (a fresh clone, with no out_dir, trains
+nothing again). The fit of rungs 1-3 recovers a known line, and its prediction of rung 4 is written once, before rung 4
+may train, and set beside what rung 4 measured.
 """
 import json
 import os
