@@ -564,8 +564,7 @@ def ladder_rows():
     for run in plan:
         rung, method, target = run['meta']['rung'], run['meta']['method'], run['meta']['target']
         res = result(run)
-        if res and (not calibrated(rung, method) or (PLAIN.get(method) if target is None else target) ==
-                    (calibration(rung, method) or [None])[0]):
+        if res and (target is None or target == (calibration(rung, method) or [0])[0]):
             recs.setdefault((rung, method), []).append(res)
     for (rung, method), rs in sorted(recs.items(), key=lambda kv: (kv[0][0], [*METHODS, *GATE_LEVERS].index(kv[0][1]))):
         draws = int(dict(a[2:].split('=') for a in rs[0]['args'][1:] if a.startswith('--')).get('draws', 1))
