@@ -266,6 +266,9 @@ def test_the_learned_gater_is_calibrated_from_rung_4_on(ladder, tmp_path):
     for _ in range(6):
         todo = [r for r in ex['ladder_plan']()[0] if ex['state'](r) == 'todo']
         named.append(sorted((r['meta']['target'], r['meta']['seed']) for r in todo if r['meta']['rung'] == 4))
+        if named[-1] == [(t1, 2), (t1, 3)]: # while its seeds 2-3 train, the row is seed 1's at t1, not the plain runs'
+            row = {r['rung']: r for r in ex['ladder_rows']()[0]}[4]
+            assert row['target'] == t1 and row['seeds'] == [1] and row['per_seed']['rate'] == [0.2]
         for run in todo:
             write(run)
     assert named[:3] == [[(t1, 1)], [(t1, 2), (t1, 3)], []] and t1 == round(0.2 * 0.2 / 0.212, 4)
