@@ -535,7 +535,7 @@ def ladder_plan():
                 if cal is None or not cal[1]:
                     waiting.append(f'r{rung}/{m}')
                     at = [ladder_run(rung, m, s, cal[0]) for s in cal_seeds()] if cal else []
-                    first += at[:1] if at and result(at[0]) is None else at # cal_seed's run, then the others
+                    first += at[:1] if at and result(at[0]) is None else at # cal_seed's, then all (train skips done)
                     continue
                 target = cal[0]
             rest += [ladder_run(rung, m, s, target) for s in range(1, n_seeds(rung, m) + 1)]
