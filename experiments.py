@@ -562,10 +562,9 @@ def ladder_rows():
     plan, waiting = ladder_plan()
     rows, recs = [], {}
     for run in plan:
-        rung, method, target = run['meta']['rung'], run['meta']['method'], run['meta']['target']
-        res = result(run)
-        if res and (target is None or target == (calibration(rung, method) or [0])[0]):
-            recs.setdefault((rung, method), []).append(res)
+        res = result(run) # (the plan names a calibrated method's runs at its current target alone)
+        if res:
+            recs.setdefault((run['meta']['rung'], run['meta']['method']), []).append(res)
     for (rung, method), rs in sorted(recs.items(), key=lambda kv: (kv[0][0], [*METHODS, *GATE_LEVERS].index(kv[0][1]))):
         draws = int(dict(a[2:].split('=') for a in rs[0]['args'][1:] if a.startswith('--')).get('draws', 1))
         row = summarize(rs, rung=rung, method=method, target=rs[0]['target'], edges=sum(on_edges(r['val']) for r in rs),
