@@ -333,12 +333,17 @@ def test_non_finite_steps_in_a_row_stop_the_run_with_its_last_good_checkpoint(tm
 
 
 def test_a_rate_off_target_for_three_evals_warns_and_a_bad_checkpoint_gets_one_line(tmp_path, data_dir):
-    """ no rate loss: Nawrot's gater starts near 0.5 (its MLP knows no rate), far from 0.2; then its ckpt.pt is spoilt """
-    r = run(train_cmd(tmp_path, data_dir, '--max_iters=3', '--eval_interval=1', '--gater=nawrot', '--downsampler=nawrot',
-                      '--upsampler=nawrot', '--rate_weight=0'))
+    """ no rate loss: Nawrot's gater starts near 0.5 (its MLP knows no rate), over twice 0.2 but under twice 0.3 (a
+        calibrated target sits off its rate on purpose: Nawrot's 0.2524 holds 0.20); then its ckpt.pt is spoilt """
+    nawrot = ['--max_iters=3', '--eval_interval=1', '--gater=nawrot', '--downsampler=nawrot', '--upsampler=nawrot',
+              '--rate_weight=0']
+    r = run(train_cmd(tmp_path / 'calibrated', data_dir, *nawrot, '--rate=0.3'))
+    assert r.returncode == 0 and 'iter 3/3 val: bpb' in r.stdout, r.stderr[-3000:]
+    assert 'warning: the val rate' not in r.stdout, r.stdout
+    r = run(train_cmd(tmp_path, data_dir, *nawrot))
     assert r.returncode == 0, r.stderr[-3000:]
     warnings = [line for line in r.stdout.splitlines() if line.startswith('warning: the val rate')]
-    assert len(warnings) == 1 and 'target 0.200 for 3 evals' in warnings[0], r.stdout # evals 1, 2, 3 (not 0)
+    assert len(warnings) == 1 and 'twice its target 0.200 for 3 evals' in warnings[0], r.stdout # evals 1-3 (not 0)
     good = (tmp_path / 'ckpt.pt').read_bytes()
     for name, write in (('truncated', lambda p: p.write_bytes(good[:len(good) // 2])),
                         ('foreign', lambda p: torch.save(dict(model={}, model_args=dict(n_layer=12)), p)),
