@@ -55,8 +55,8 @@ figure_run = '' # the learned checkpoints of the figure, comma-separated (defaul
 paper_size = '' # paper_run: a paper size ('18m', ...): config/train_<size>_{random,sequential}.py on data_dir/sitepy
 paper_path = '' # paper_run: the folder of .py files sitepy is made from (default: this Python's site-packages)
 paper_flags = '' # paper_run: more train.py flags for both runs, e.g. '--max_iters=2000' to fit a time budget
-rungs = '1,2,3,4' # ladder: the rungs to train and tabulate (rung 4 trains once its prediction is written)
-ladder_methods = '' # ladder: a subset of its methods, e.g. 'learned,random' ('': all, and the levers)
+rungs = '1,2,3,4' # ladder: the rungs to train (rung 4 once its prediction is written); the table shows every rung
+ladder_methods = '' # ladder: a subset of its methods to train, e.g. 'learned,random' ('': all, and the levers)
 skip = '' # ladder: runs left out, 'r<rung>/<method>,...' (e.g. 'r4/nawrot')
 ladder_seeds = 3 # ladder: seeds 1..n of every method
 more_seeds = 6 # ladder: seeds 1..n where MORE_SEEDS says (elsewhere ladder_seeds)
@@ -516,16 +516,18 @@ def calibration(rung, method):
             break
     return min(tried, key=lambda tv: abs(tv[1] - LADDER_RATE))[0], True, tried
 
-def ladder_plan():
+def ladder_plan(every=False):
     """ every run of the ladder that can be named now, in training order -> (runs, waiting). Rung by rung, each rung's
         calibration runs first, then its seeds round by round; then the seeds past `ladder_seeds` (MORE_SEEDS), then
-        the levers, then rung 4 (once the prediction is written), then LAST """
+        the levers, then rung 4 (once the prediction is written), then LAST. Those --rungs and --ladder_methods pick,
+        or with every=True all of them (the table's view) """
     plan, waiting, skipped = [], [], skip.split(',')
-    for rung in [int(r) for r in rungs.split(',')]:
+    picked = '' if every else ladder_methods
+    for rung in sorted(RUNGS) if every else [int(r) for r in rungs.split(',')]:
         if rung == 4 and not os.path.exists(os.path.join(assets, PREDICTION)):
             waiting.append('r4 (after the prediction: python experiments.py --table=ladder --predict=True)')
             continue
-        methods = [m for m in (ladder_methods.split(',') if ladder_methods else [*METHODS, *GATE_LEVERS])
+        methods = [m for m in (picked.split(',') if picked else [*METHODS, *GATE_LEVERS])
                    if f'r{rung}/{m}' not in skipped and n_seeds(rung, m)]
         first, rest = [], []
         for m in methods:
@@ -558,8 +560,9 @@ def ladder_flops(rung):
 
 def ladder_rows():
     """ the ladder's rows from the records in assets/ladder alone: each method (each calibrated one at its target) at
-        each rung, its seeds' val keys, mean ± std, FLOPs and seeds on word edges -> (rows, waiting) """
-    plan, waiting = ladder_plan()
+        each rung, its seeds' val keys, mean ± std, FLOPs and seeds on word edges -> (rows, waiting). Every rung and
+        method, whatever --rungs and --ladder_methods train: a run of one rung rewrites the whole table """
+    plan, waiting = ladder_plan(every=True)[0], ladder_plan()[1]
     rows, recs = [], {}
     for run in plan:
         res = result(run) # (the plan names a calibrated method's runs at its current target alone)
@@ -657,8 +660,8 @@ def ladder_tabulate():
             print(f"rung {rung}, {r['method']} per seed: bpb " + ', '.join(f'{v:.3f}' for v in ps['bpb']) +
                   '; recall/precision ' + ', '.join(f".{round(a * 1000):03d}/.{round(b * 1000):03d}" for a, b in
                                                     zip(ps['word_boundary'], ps['boundary_precision'])))
-    cal = {f'r{rung}/{m}': dict(zip(('target', 'finished', 'tried'), c)) for rung in map(int, rungs.split(','))
-           for m in CALIBRATE if f'r{rung}/{m}' not in skip.split(',') and (c := calibration(rung, m))}
+    cal = {f'r{rung}/{m}': dict(zip(('target', 'finished', 'tried'), c)) for rung in sorted(RUNGS)
+           for m in CALIBRATE if f'r{rung}/{m}' not in skip.split(',') and (c := calibration(rung, m)) and c[2]}
     for k, c in cal.items():
         print(f"calibration {k}: " + ', '.join(f"target {t:.4f} -> rate {v:.4f} ({n} seed{'s' * (n > 1)})"
                                                for t, v, n in c['tried'])
@@ -731,7 +734,7 @@ def ladder_figure(rows, pred):
         a.set_xticks(list(ticks.values()), [f"rung {k}\n{v:.1e}" + (edges.get(k, '') if a is ax else '')
                                             for k, v in ticks.items()], fontsize=8)
         a.minorticks_off()
-        if full:
+        if a.get_legend_handles_labels()[0]: # (no gaps without the learned gater's row)
             a.legend(fontsize=7)
     ax.set_ylabel('val bits per byte'), ax2.set_ylabel('learned minus the method (below 0: learned ahead)')
     ax.set_title(f"pycode, val rate {LADDER_RATE} ± {LADDER_TOL}: mean and range over seeds", fontsize=9)

@@ -88,6 +88,9 @@ def test_the_table_is_rebuilt_from_assets_alone(ladder):
     shutil.rmtree(ladder.root / 'out') # a fresh clone: the records in assets/, no out_dir
     res = ladder('--tabulate_only=True')
     assert res.returncode == 0 and json.load(open(ladder.root / 'assets' / 'ladder_table.json'))['rows'] == before
+    res = ladder('--tabulate_only=True', '--ladder_methods=random') # a subset trains: the table keeps every row
+    assert res.returncode == 0 and json.load(open(ladder.root / 'assets' / 'ladder_table.json'))['rows'] == before
+    assert {r['method'] for r in before} == {'hnet', 'random'} and '| 1 | hnet' in res.stdout
     res = ladder() # nothing to train again
     assert res.returncode == 0 and '$ python train.py' not in res.stdout and not os.path.exists(ladder.root / 'out')
 
