@@ -560,11 +560,10 @@ def ladder_flops(rung):
 
 def ladder_rows():
     """ the ladder's rows from the records in assets/ladder alone: each method (each calibrated one at its target) at
-        each rung, its seeds' val keys, mean ± std, FLOPs and seeds on word edges -> (rows, waiting). Every rung and
-        method, whatever --rungs and --ladder_methods train: a run of one rung rewrites the whole table """
-    plan, waiting = ladder_plan(every=True)[0], ladder_plan()[1]
+        each rung, its seeds' val keys, mean ± std, FLOPs and seeds on word edges -> rows. Every rung and method,
+        whatever --rungs and --ladder_methods train: a run of one rung rewrites the whole table """
     rows, recs = [], {}
-    for run in plan:
+    for run in ladder_plan(every=True)[0]:
         res = result(run) # (the plan names a calibrated method's runs at its current target alone)
         if res:
             recs.setdefault((run['meta']['rung'], run['meta']['method']), []).append(res)
@@ -575,7 +574,7 @@ def ladder_rows():
         row['bpb_range'] = max(row['per_seed']['bpb']) - min(row['per_seed']['bpb'])
         row['equal_rate'] = all(abs(v - LADDER_RATE) <= LADDER_TOL for v in row['per_seed']['rate'])
         rows.append(row)
-    return rows, waiting
+    return rows
 
 # --- the fit: each method's val bpb against log10 training FLOPs, a straight line through the rung means
 
@@ -644,7 +643,7 @@ def ladder_predict(rows):
 def ladder_tabulate():
     """ the ladder's table, the learned gater's seeds, the prediction beside rung 4, and the figure, from the records
         in assets/ alone """
-    rows, waiting = ladder_rows()
+    rows, waiting = ladder_rows(), ladder_plan()[1] # (what this command's --rungs and --ladder_methods wait on)
     print(f"\n$ {command}\nthe ladder: every method's val rate at {LADDER_RATE} ± {LADDER_TOL} (equal compression); "
           f"train.py's last val row, mean ± std and range over seeds; 'edges': seeds on word edges (recall and "
           f"precision > 0.4)\n| rung | method | seeds | MB seen | FLOPs | bpb | range | rate | word_boundary | "
@@ -832,7 +831,7 @@ if table == 'ladder':
                          "runs of the other tables; the ladder's are picked by --rungs and --ladder_methods")
     failed, stopped = (set(), set()) if tabulate_only or predict else train(lambda: ladder_plan()[0])
     if predict:
-        ladder_predict(ladder_rows()[0])
+        ladder_predict(ladder_rows())
     ladder_tabulate()
     if failed or stopped:
         raise SystemExit(f"experiments.py: {len(failed)} runs failed, {len(stopped)} stopped before their last step "

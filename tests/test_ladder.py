@@ -193,7 +193,7 @@ def test_rung_4_is_predicted_once_before_it_trains(ladder, tmp_path):
     res = cli('--predict=True')
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     pred = json.load(open(tmp_path / 'assets' / PREDICTION))
-    rows = {(r['rung'], r['method']): r for r in ex['ladder_rows']()[0]}
+    rows = {(r['rung'], r['method']): r for r in ex['ladder_rows']()}
     for m in ('learned', 'random', 'hnet'):
         means = [rows[k, m]['bpb'] for k in (1, 2, 3)]
         assert pred['methods'][m]['points'] == pytest.approx(means)
@@ -210,7 +210,7 @@ def test_rung_4_is_predicted_once_before_it_trains(ladder, tmp_path):
     fill()
     res = cli('--tabulate_only=True')
     held = json.load(open(tmp_path / 'assets' / 'ladder_table.json'))['prediction_held']
-    rows = {(r['rung'], r['method']): r for r in ex['ladder_rows']()[0]}
+    rows = {(r['rung'], r['method']): r for r in ex['ladder_rows']()}
     assert held['learned']['measured'] == pytest.approx(rows[4, 'learned']['bpb'])
     assert held['learned - hnet']['measured'] == pytest.approx(rows[4, 'learned']['bpb'] - rows[4, 'hnet']['bpb'])
     for k, h in held.items():
@@ -270,13 +270,13 @@ def test_the_learned_gater_is_calibrated_from_rung_4_on(ladder, tmp_path):
         todo = [r for r in ex['ladder_plan']()[0] if ex['state'](r) == 'todo']
         named.append(sorted((r['meta']['target'], r['meta']['seed']) for r in todo if r['meta']['rung'] == 4))
         if named[-1] == [(t1, 2), (t1, 3)]: # while its seeds 2-3 train, the row is seed 1's at t1, not the plain runs'
-            row = {r['rung']: r for r in ex['ladder_rows']()[0]}[4]
+            row = {r['rung']: r for r in ex['ladder_rows']()}[4]
             assert row['target'] == t1 and row['seeds'] == [1] and row['per_seed']['rate'] == [0.2]
         for run in todo:
             write(run)
     assert named[:3] == [[(t1, 1)], [(t1, 2), (t1, 3)], []] and t1 == round(0.2 * 0.2 / 0.212, 4)
     assert ex['calibration'](4, 'learned') == (t1, True, [(0.2, 0.212, 1), (t1, pytest.approx(0.2), 3)])
-    rows = {r['rung']: r for r in ex['ladder_rows']()[0]}
+    rows = {r['rung']: r for r in ex['ladder_rows']()}
     assert rows[3]['target'] is None and rows[3]['seeds'] == [1, 2, 3] and rows[3]['per_seed']['rate'] == [0.2] * 3
     assert rows[4]['target'] == t1 and rows[4]['per_seed']['rate'] == [0.2, 0.199, 0.201]
 
